@@ -1,0 +1,33 @@
+"""What the broker says: management API and Prometheus collectors, and a private node.
+
+Never imports the engine or Textual.
+"""
+
+from collectors.errors import SourceError
+from collectors.local_broker import LocalBroker, TlsFiles
+from collectors.management import (
+    ManagementCollector,
+    credentials_from_uri,
+    management_url_for,
+)
+from collectors.model import BrokerSample, NodeSample, QueueSample
+from collectors.prometheus import PrometheusCollector
+from collectors.prometheus_server import PrometheusServer, prometheus_target_for
+from collectors.watch import BrokerSource, BrokerWatch
+
+__all__ = [
+    "BrokerSample",
+    "BrokerSource",
+    "BrokerWatch",
+    "LocalBroker",
+    "ManagementCollector",
+    "NodeSample",
+    "PrometheusCollector",
+    "PrometheusServer",
+    "QueueSample",
+    "SourceError",
+    "TlsFiles",
+    "credentials_from_uri",
+    "management_url_for",
+    "prometheus_target_for",
+]

@@ -1,0 +1,575 @@
+"""A private RabbitMQ node started from the installed ``rabbitmq-server``.
+
+flowdeck uses one when the operator names no broker, and tests and demos use one whenever
+they need to break a broker (alarms, kill, restart) without touching the shared one. Each
+node has its own name, data and log directory, Erlang cookie and ports (all on 127.0.0.1),
+the management and prometheus plugins on, and statistics every second, so its figures are
+fresh enough to watch a run by.
+
+Start-up costs seconds (the Erlang VM boots, then the plugins): share one node per test
+module. The default epmd on port 4369 is shared with every other node on the machine, which
+is fine: it only maps node names to distribution ports.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import itertools
+import json
+import os
+import random
+import resource
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import httpx
+import psutil
+
+from collectors.errors import SourceError
+
+#: Where Debian puts the real scripts; ``/usr/sbin/rabbitmq-server`` is a wrapper that
+#: switches to the ``rabbitmq`` user and its files, which a private node must not use.
+_DEBIAN_SCRIPTS = Path("/usr/lib/rabbitmq/bin")
+_INSTALL_HINT = "run scripts/setup or apt-get install rabbitmq-server"
+#: The CLI tools (rabbitmqctl) take a distribution port this far above the node's.
+_CLI_DIST_OFFSET = 10000
+_CLI_DIST_RANGE = 10
+
+_node_numbers = itertools.count(1)
+_live: set[LocalBroker] = set()
+_live_lock = threading.Lock()
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """PEM files for a node's TLS listeners (AMQPS and HTTPS management).
+
+    ``verify_peer`` asks clients for a certificate signed by ``ca_file``;
+    ``fail_if_no_peer_cert`` refuses clients that have none.
+    """
+
+    ca_file: Path
+    cert_file: Path
+    key_file: Path
+    verify_peer: bool = True
+    fail_if_no_peer_cert: bool = False
+
+
+def find_tool(name: str) -> Path:
+    """The RabbitMQ script ``name`` (``rabbitmq-server``, ``rabbitmqctl``) to run directly.
+
+    Raises SourceError with the install command when RabbitMQ is not installed.
+    """
+    debian = _DEBIAN_SCRIPTS / name
+    if debian.is_file() and os.access(debian, os.X_OK):
+        return debian
+    found = shutil.which(name)
+    if found is None:
+        raise SourceError(f"{name} is not installed; {_INSTALL_HINT}")
+    return Path(found)
+
+
+def free_port(*, below: int = 65536) -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now (and below ``below``)."""
+    for _ in range(200):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            if below >= 65536:
+                sock.bind(("127.0.0.1", 0))
+            else:
+                try:
+                    sock.bind(("127.0.0.1", random.randint(20000, below - 1)))
+                except OSError:
+                    continue
+            port: int = sock.getsockname()[1]
+        if port < below:
+            return port
+    raise SourceError(f"found no free TCP port below {below} on 127.0.0.1; free some ports")
+
+
+def _port_answers(port: int, timeout: float = 0.5) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+class LocalBroker:
+    """One private RabbitMQ node; ``start()`` it or use it as a context manager.
+
+    Ports left as ``None`` are picked free. ``base_dir`` holds the node's data (mnesia),
+    logs, config and cookie; when not given a temporary directory is made and removed by
+    ``stop()``. ``file_limit`` caps the node's file descriptors (and so its connections).
+    A node still running when the interpreter exits is stopped by an ``atexit`` hook.
+    """
+
+    def __init__(
+        self,
+        name: str = "flowdeck",
+        base_dir: Path | str | None = None,
+        amqp_port: int | None = None,
+        management_port: int | None = None,
+        prometheus_port: int | None = None,
+        dist_port: int | None = None,
+        stats_interval_ms: int = 1000,
+        file_limit: int | None = None,
+        tls: TlsFiles | None = None,
+        amqps_port: int | None = None,
+        management_tls_port: int | None = None,
+        *,
+        start_timeout: float = 120.0,
+    ) -> None:
+        if stats_interval_ms < 100:
+            raise SourceError(
+                f"stats_interval_ms must be at least 100, got {stats_interval_ms}; "
+                "1000 is what flowdeck uses"
+            )
+        self.nodename = f"{name}-{os.getpid()}-{next(_node_numbers)}@localhost"
+        self._owns_base_dir = base_dir is None
+        self.base_dir = (
+            Path(tempfile.mkdtemp(prefix=f"{name}-node-")) if base_dir is None else Path(base_dir)
+        )
+        self.amqp_port = amqp_port or free_port()
+        self.management_port = management_port or free_port()
+        self.prometheus_port = prometheus_port or free_port()
+        self.dist_port = dist_port or free_port(below=65536 - _CLI_DIST_OFFSET - _CLI_DIST_RANGE)
+        self.stats_interval_ms = stats_interval_ms
+        self.file_limit = file_limit
+        self.tls = tls
+        self.amqps_port = (amqps_port or free_port()) if tls else None
+        self.management_tls_port = (management_tls_port or free_port()) if tls else None
+        self.start_timeout = start_timeout
+        #: Seconds the last start took until AMQP, management and Prometheus all answered.
+        self.started_in: float | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+        self._pid: int | None = None
+        self._cookie = secrets.token_hex(20)
+
+    # -- where it is ---------------------------------------------------------------------
+
+    @property
+    def uri(self) -> str:
+        """AMQP URI with the node's default user (guest, allowed from loopback)."""
+        return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/%2F"
+
+    @property
+    def amqps_uri(self) -> str:
+        if self.amqps_port is None:
+            raise SourceError(f"node {self.nodename} has no TLS listener; start it with tls=")
+        return f"amqps://guest:guest@localhost:{self.amqps_port}/%2F"
+
+    @property
+    def management_url(self) -> str:
+        return f"http://127.0.0.1:{self.management_port}"
+
+    @property
+    def management_tls_url(self) -> str:
+        if self.management_tls_port is None:
+            raise SourceError(f"node {self.nodename} has no TLS listener; start it with tls=")
+        return f"https://localhost:{self.management_tls_port}"
+
+    @property
+    def prometheus_url(self) -> str:
+        """Base URL of the rabbitmq_prometheus endpoint (metrics at ``/metrics``)."""
+        return f"http://127.0.0.1:{self.prometheus_port}"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.base_dir / "log"
+
+    @property
+    def pid(self) -> int | None:
+        """Process id of the node's start script (its child is the Erlang VM)."""
+        if self._process is not None:
+            return self._process.pid
+        return self._pid
+
+    @property
+    def running(self) -> bool:
+        pid = self.pid
+        if pid is None:
+            return False
+        if self._process is not None:
+            return self._process.poll() is None
+        # A node another process started: make sure the pid was not reused by something else.
+        try:
+            proc = psutil.Process(pid)
+            alive = proc.status() != psutil.STATUS_ZOMBIE
+            return alive and "rabbitmq" in " ".join(proc.cmdline())
+        except psutil.Error:
+            return False
+
+    def beam_pid(self) -> int | None:
+        """Process id of the node's Erlang VM (``beam.smp``), if it runs."""
+        pid = self.pid
+        if pid is None:
+            return None
+        try:
+            parent = psutil.Process(pid)
+            for proc in [parent, *parent.children(recursive=True)]:
+                if proc.name().startswith("beam"):
+                    return int(proc.pid)
+        except psutil.Error:
+            return None
+        return None
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def start(self, timeout: float | None = None) -> LocalBroker:
+        """Start the node and wait until AMQP, management and Prometheus answer."""
+        if self.running:
+            return self
+        server = find_tool("rabbitmq-server")
+        self._write_files()
+        began = time.monotonic()
+        log = (self.base_dir / "startup.log").open("ab")
+        limit = self.file_limit
+
+        def before_exec() -> None:
+            if limit is not None:
+                _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+                cap = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (cap, cap))
+
+        try:
+            # A session of its own: Ctrl-C in the operator's terminal reaches flowdeck, which
+            # then stops the node in order, instead of the node dying under the run.
+            self._process = subprocess.Popen(
+                [str(server)],
+                env=self._environment(),
+                cwd=self.base_dir,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                preexec_fn=before_exec if limit is not None else None,
+            )
+        finally:
+            log.close()
+        self._pid = self._process.pid
+        with _live_lock:
+            _live.add(self)
+        try:
+            self._wait_until_ready(began, self.start_timeout if timeout is None else timeout)
+        except BaseException:
+            self.kill()
+            raise
+        self.started_in = time.monotonic() - began
+        return self
+
+    def stop(self, timeout: float = 60.0, *, cleanup: bool | None = None) -> None:
+        """Stop the node gracefully (SIGTERM; SIGKILL after ``timeout``).
+
+        ``cleanup`` removes the base directory; by default it is removed when flowdeck
+        made it. ``restart()`` keeps it, so durable queues and messages survive.
+        """
+        pid = self.pid
+        if pid is not None and self.running:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+            if not self._wait_gone(timeout):
+                self.kill()
+        self._forget()
+        if cleanup if cleanup is not None else self._owns_base_dir:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL the Erlang VM, as a crash would; the data directory stays for restart()."""
+        beam = self.beam_pid()
+        for pid in (beam, self.pid):
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        self._wait_gone(10.0)
+        self._forget()
+
+    def restart(self, timeout: float | None = None) -> LocalBroker:
+        """Stop (if running) and start again on the same ports and data directory."""
+        if self.running:
+            self.stop(cleanup=False)
+        return self.start(timeout)
+
+    def detach(self) -> dict[str, Any]:
+        """Leave the node running after this process exits; returns its state for attach()."""
+        with _live_lock:
+            _live.discard(self)
+        state = self.to_state()
+        self._process = None
+        return state
+
+    def to_state(self) -> dict[str, Any]:
+        """What another process needs to find and stop this node (JSON-serialisable)."""
+        return {
+            "nodename": self.nodename,
+            "base_dir": str(self.base_dir),
+            "owns_base_dir": self._owns_base_dir,
+            "pid": self.pid,
+            "amqp_port": self.amqp_port,
+            "management_port": self.management_port,
+            "prometheus_port": self.prometheus_port,
+            "dist_port": self.dist_port,
+            "amqps_port": self.amqps_port,
+            "management_tls_port": self.management_tls_port,
+            "stats_interval_ms": self.stats_interval_ms,
+            "cookie": self._cookie,
+            "uri": self.uri,
+            "management_url": self.management_url,
+            "prometheus_url": self.prometheus_url,
+            "started_in": self.started_in,
+        }
+
+    @classmethod
+    def attach(cls, state: Mapping[str, Any]) -> LocalBroker:
+        """A handle on a node another flowdeck process started (see detach())."""
+        broker = cls.__new__(cls)
+        broker.nodename = str(state["nodename"])
+        broker.base_dir = Path(state["base_dir"])
+        broker._owns_base_dir = bool(state.get("owns_base_dir", False))
+        broker.amqp_port = int(state["amqp_port"])
+        broker.management_port = int(state["management_port"])
+        broker.prometheus_port = int(state["prometheus_port"])
+        broker.dist_port = int(state["dist_port"])
+        broker.amqps_port = state.get("amqps_port")
+        broker.management_tls_port = state.get("management_tls_port")
+        broker.stats_interval_ms = int(state.get("stats_interval_ms", 1000))
+        broker.file_limit = None
+        broker.tls = None
+        broker.start_timeout = 120.0
+        broker.started_in = state.get("started_in")
+        broker._process = None
+        broker._pid = state.get("pid")
+        broker._cookie = str(state["cookie"])
+        return broker
+
+    def __enter__(self) -> LocalBroker:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        state = "running" if self.running else "stopped"
+        return f"LocalBroker({self.nodename}, {state}, amqp {self.amqp_port})"
+
+    # -- steering the node ---------------------------------------------------------------
+
+    def set_memory_watermark(
+        self, fraction: float | None = None, *, absolute: str | None = None
+    ) -> None:
+        """Set the memory high watermark: a fraction of RAM (0.4 is RabbitMQ's default) or
+        an absolute size such as ``"50MB"``. A tiny value raises the memory alarm at once."""
+        if (fraction is None) == (absolute is None):
+            raise SourceError("give the memory watermark either as a fraction or absolute=")
+        if absolute is not None:
+            self.rabbitmqctl("set_vm_memory_high_watermark", "absolute", absolute)
+        else:
+            self.rabbitmqctl("set_vm_memory_high_watermark", repr(float(fraction or 0.0)))
+
+    def set_disk_free_limit(self, limit: int | str) -> None:
+        """Set the disk free limit in bytes or as ``"50MB"``/``"1000GB"`` (no TB); a limit above the
+        free space raises the disk alarm."""
+        self.rabbitmqctl("set_disk_free_limit", str(limit))
+
+    def rabbitmqctl(self, *args: str, timeout: float = 60.0) -> str:
+        """Run ``rabbitmqctl`` against this node and return what it printed."""
+        ctl = find_tool("rabbitmqctl")
+        try:
+            done = subprocess.run(
+                [str(ctl), "-n", self.nodename, "-q", *args],
+                env=self._environment(),
+                cwd=self.base_dir,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise SourceError(
+                f"rabbitmqctl {' '.join(args)} on {self.nodename} did not finish in {timeout:g} s"
+            ) from None
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            raise SourceError(
+                f"rabbitmqctl {' '.join(args)} on {self.nodename} failed "
+                f"(exit {done.returncode}): {' '.join(said[-3:])}"
+            )
+        return done.stdout
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _environment(self) -> dict[str, str]:
+        keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "TERM")
+        env = {key: os.environ[key] for key in keep if key in os.environ}
+        base = self.base_dir
+        erl_args = (
+            # Do not spin idle schedulers: the machine is shared with the load clients.
+            "+sbwt none +sbwtdcpu none +sbwtdio none -kernel inet_dist_use_interface {127,0,0,1}"
+        )
+        env.update(
+            {
+                "HOME": str(base),  # the Erlang cookie, for the node and rabbitmqctl alike
+                "RABBITMQ_NODENAME": self.nodename,
+                "RABBITMQ_USE_LONGNAME": "false",
+                "RABBITMQ_BASE": str(base),
+                "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
+                "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
+                "RABBITMQ_ADVANCED_CONFIG_FILE": str(base / "advanced.config"),
+                "RABBITMQ_ENABLED_PLUGINS_FILE": str(base / "enabled_plugins"),
+                "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
+                "RABBITMQ_LOG_BASE": str(self.log_dir),
+                "RABBITMQ_PID_FILE": str(base / "node.pid"),
+                "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+                "RABBITMQ_NODE_PORT": str(self.amqp_port),
+                "RABBITMQ_DIST_PORT": str(self.dist_port),
+                "RABBITMQ_CTL_DIST_PORT_MIN": str(self.dist_port + _CLI_DIST_OFFSET),
+                "RABBITMQ_CTL_DIST_PORT_MAX": str(
+                    self.dist_port + _CLI_DIST_OFFSET + _CLI_DIST_RANGE
+                ),
+                "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": erl_args,
+                "ERL_EPMD_ADDRESS": "127.0.0.1",
+            }
+        )
+        return env
+
+    def _write_files(self) -> None:
+        base = self.base_dir
+        base.mkdir(parents=True, exist_ok=True)
+        self.log_dir.mkdir(exist_ok=True)
+        cookie = base / ".erlang.cookie"
+        if not cookie.exists():
+            cookie.write_text(self._cookie)
+        else:
+            self._cookie = cookie.read_text().strip()
+        cookie.chmod(0o400)
+        (base / "rabbitmq-env.conf").write_text("# flowdeck private node: settings in env\n")
+        (base / "enabled_plugins").write_text("[rabbitmq_management,rabbitmq_prometheus].\n")
+        (base / "rabbitmq.conf").write_text(self._config_text())
+
+    def _config_text(self) -> str:
+        lines = [
+            f"listeners.tcp.default = 127.0.0.1:{self.amqp_port}",
+            f"management.tcp.port = {self.management_port}",
+            "management.tcp.ip = 127.0.0.1",
+            f"prometheus.tcp.port = {self.prometheus_port}",
+            "prometheus.tcp.ip = 127.0.0.1",
+            f"collect_statistics_interval = {self.stats_interval_ms}",
+            "log.file.level = info",
+            "log.console = false",
+        ]
+        if self.tls is not None:
+            tls = self.tls
+            lines += [
+                f"listeners.ssl.default = {self.amqps_port}",
+                f"ssl_options.cacertfile = {tls.ca_file}",
+                f"ssl_options.certfile = {tls.cert_file}",
+                f"ssl_options.keyfile = {tls.key_file}",
+                f"ssl_options.verify = {'verify_peer' if tls.verify_peer else 'verify_none'}",
+                f"ssl_options.fail_if_no_peer_cert = {str(tls.fail_if_no_peer_cert).lower()}",
+                f"management.ssl.port = {self.management_tls_port}",
+                f"management.ssl.cacertfile = {tls.ca_file}",
+                f"management.ssl.certfile = {tls.cert_file}",
+                f"management.ssl.keyfile = {tls.key_file}",
+            ]
+        return "\n".join(lines) + "\n"
+
+    def _wait_until_ready(self, began: float, timeout: float) -> None:
+        deadline = began + timeout
+        waiting_for = "the AMQP port"
+        with httpx.Client(timeout=2.0, auth=("guest", "guest")) as http:
+            while time.monotonic() < deadline:
+                if not self.running:
+                    raise SourceError(
+                        f"private RabbitMQ node {self.nodename} exited while starting: "
+                        f"{self._log_tail()} (logs in {self.log_dir})"
+                    )
+                if _port_answers(self.amqp_port):
+                    waiting_for = "the management API"
+                    with contextlib.suppress(httpx.HTTPError):
+                        overview = http.get(f"{self.management_url}/api/overview")
+                        if overview.status_code == 200:
+                            waiting_for = "the Prometheus endpoint"
+                            metrics = http.get(f"{self.prometheus_url}/metrics")
+                            if metrics.status_code == 200:
+                                return
+                time.sleep(0.2)
+        raise SourceError(
+            f"private RabbitMQ node {self.nodename} did not answer on {waiting_for} within "
+            f"{timeout:g} s; see {self.log_dir}: {self._log_tail()}"
+        )
+
+    def _log_tail(self) -> str:
+        lines: list[str] = []
+        for path in [self.base_dir / "startup.log", *sorted(self.log_dir.glob("*.log"))]:
+            with contextlib.suppress(OSError):
+                lines += path.read_text(errors="replace").splitlines()[-3:]
+        return " | ".join(line.strip() for line in lines if line.strip())[-600:]
+
+    def _wait_gone(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        if self._process is not None:
+            try:
+                self._process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                return False
+        while self.running:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        # The VM may outlive its start script by a moment; wait for the ports to close.
+        while _port_answers(self.amqp_port, 0.2):
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)
+        return True
+
+    def _forget(self) -> None:
+        with _live_lock:
+            _live.discard(self)
+        self._process = None
+        self._pid = None
+
+
+def live_brokers() -> Iterator[LocalBroker]:
+    """Nodes this process started and has not stopped."""
+    with _live_lock:
+        return iter(list(_live))
+
+
+def _stop_all_at_exit() -> None:
+    for broker in live_brokers():
+        with contextlib.suppress(Exception):
+            broker.stop(timeout=20.0)
+
+
+atexit.register(_stop_all_at_exit)
+
+
+def load_state(path: Path) -> dict[str, Any]:
+    """Read a node state written by ``save_state`` (used by ``flowdeck broker``)."""
+    data: dict[str, Any] = json.loads(path.read_text())
+    return data
+
+
+def save_state(path: Path, state: Mapping[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(dict(state), indent=2))
+    tmp.chmod(0o600)
+    tmp.replace(path)

@@ -1,0 +1,603 @@
+"""The broker's side of a run from the RabbitMQ management HTTP API.
+
+One ``sample()`` makes a handful of cheap requests at once (``columns=`` everywhere, only
+the run's queues) and turns them into a BrokerSample. The management API recomputes its
+queue, channel and rate figures every ``collect_statistics_interval``, and the node figures
+(memory, disk, descriptors) on a 5 s clock of their own. The API does not publish the
+interval and its one-second history is kept at 5 s resolution whatever the interval, so
+the interval cannot be read back over HTTP: the caller gives it when known (a private node
+says 1 s; ``--statistics-interval``), otherwise RabbitMQ's default 5 s is assumed and said
+to be assumed. The node figures' time is read from their history (the ``context_switches``
+counter changes at every refresh), so node ages are true. Alarms come from
+``/api/health/checks/alarms``, which answers at once, unlike ``/api/nodes`` ``mem_alarm``
+(5-8 s behind); ``sample_alarms()`` reads only that, cheaply, between full polls.
+
+A broker in trouble never raises out of ``sample()``: the sample is stale, keeps the last
+good figures and says why. ``check()`` is the strict one, made before a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import json
+import re
+import ssl
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+import httpx
+
+from collectors.errors import SourceError
+from collectors.model import BrokerSample, NodeSample, QueueSample
+
+#: The RabbitMQ default, assumed unless the caller knows the broker's setting.
+DEFAULT_STATISTICS_INTERVAL = 5.0
+#: How often RabbitMQ 3.x refreshes node figures, until their history says otherwise.
+DEFAULT_NODE_STATS_INTERVAL = 5.0
+
+_NODE_COLUMNS = (
+    "name,running,mem_used,mem_limit,mem_alarm,disk_free,disk_free_limit,disk_free_alarm,"
+    "fd_used,fd_total,sockets_used,sockets_total,context_switches_details"
+)
+_QUEUE_COLUMNS = (
+    "name,vhost,type,messages_ready,messages_unacknowledged,consumers,"
+    "message_stats.publish,message_stats.deliver_get"
+)
+_OVERVIEW_COLUMNS = "rabbitmq_version,erlang_version,message_stats,object_totals,node"
+#: Queue names are sent to the API as one regex while the URL stays this short.
+_MAX_REGEX_URL = 6000
+
+
+class ManagementAnswerError(Exception):
+    """One request got an answer that cannot be used; the message is the stale reason."""
+
+
+def management_url_for(amqp_uri: str) -> str:
+    """The management API base URL that usually goes with an AMQP URI.
+
+    ``amqp://user:pw@host:5672/vhost`` gives ``http://host:15672`` (``amqps`` gives
+    ``https://host:15671``). Credentials are not carried over: pass them separately
+    (``credentials_from_uri``) so they never end up in a printed URL.
+    """
+    parts = urlsplit(amqp_uri)
+    host = parts.hostname or "localhost"
+    if ":" in host:
+        host = f"[{host}]"
+    if parts.scheme == "amqps":
+        return f"https://{host}:15671"
+    return f"http://{host}:15672"
+
+
+def credentials_from_uri(amqp_uri: str) -> tuple[str, str, str]:
+    """(username, password, vhost) from an AMQP URI, with RabbitMQ's defaults."""
+    from urllib.parse import unquote
+
+    parts = urlsplit(amqp_uri)
+    username = unquote(parts.username) if parts.username else "guest"
+    password = unquote(parts.password) if parts.password else "guest"
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    vhost = unquote(path) if path else "/"
+    return username, password, vhost
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.username is None and parts.password is None:
+        return url.rstrip("/")
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc = f"{netloc}:{parts.port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, "")).rstrip("/")
+
+
+def _number(value: Any) -> int | None:
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, int | float):
+        return int(value)
+    return None
+
+
+def _rate(stats: Any, key: str) -> float | None:
+    if not isinstance(stats, Mapping):
+        return None
+    details = stats.get(f"{key}_details")
+    if isinstance(details, Mapping):
+        rate = details.get("rate")
+        if isinstance(rate, int | float):
+            return float(rate)
+    return None
+
+
+def collection_times(samples: Sequence[Mapping[str, Any]]) -> list[float]:
+    """Unix seconds at which a counter's value changed, oldest first.
+
+    ``samples`` is a management ``*_details.samples`` list (newest first, one per second):
+    a counter that moves at every statistics collection changes value exactly there.
+    """
+    points = sorted(
+        (float(s["timestamp"]) / 1000.0, s["sample"])
+        for s in samples
+        if isinstance(s, Mapping) and "timestamp" in s and "sample" in s
+    )
+    return [points[i][0] for i in range(1, len(points)) if points[i][1] != points[i - 1][1]]
+
+
+def interval_from_collections(times: Sequence[float]) -> float | None:
+    """The statistics interval from collection times on a one-second grid.
+
+    The smallest gap between two changes: a collection with no change can only make a gap
+    longer, never shorter. ``None`` until there are at least two gaps to go by.
+    """
+    gaps = [b - a for a, b in itertools.pairwise(times) if b > a]
+    if len(gaps) < 2:
+        return None
+    return max(1.0, min(gaps))
+
+
+def _busiest_history(stats: Any) -> list[float]:
+    """Collection times from the ``*_details.samples`` history that changed most often."""
+    best: list[float] = []
+    if isinstance(stats, Mapping):
+        for key, details in stats.items():
+            if key.endswith("_details") and isinstance(details, Mapping):
+                samples = details.get("samples")
+                if isinstance(samples, list):
+                    times = collection_times(samples)
+                    if len(times) > len(best):
+                        best = times
+    return best
+
+
+def figures_time(last_collection: float, interval: float, now: float) -> float:
+    """When the figures read at ``now`` were computed, given one known collection time."""
+    if now <= last_collection:
+        return last_collection
+    return last_collection + ((now - last_collection) // interval) * interval
+
+
+class ManagementCollector:
+    """Polls one broker's management API for BrokerSamples.
+
+    ``queue_names`` limits the queue figures to the run's queues (``None``: every queue of
+    the vhost). ``statistics_interval`` may be given when known (a private node's is 1 s);
+    otherwise it is read from the node. ``client`` is for tests that need an odd server.
+    """
+
+    source = "management"
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        username: str,
+        password: str,
+        vhost: str = "/",
+        queue_names: Sequence[str] | None = None,
+        timeout: float = 5.0,
+        verify: bool | str | ssl.SSLContext = True,
+        client: httpx.AsyncClient | None = None,
+        statistics_interval: float | None = None,
+    ) -> None:
+        self.base_url = _without_credentials(base_url)
+        self.username = username
+        self.vhost = vhost
+        self.queue_names: tuple[str, ...] | None = (
+            tuple(queue_names) if queue_names is not None else None
+        )
+        self.timeout = timeout
+        self._fixed_interval = statistics_interval
+        self._interval = statistics_interval or DEFAULT_STATISTICS_INTERVAL
+        self._interval_known = statistics_interval is not None
+        self._node_interval = DEFAULT_NODE_STATS_INTERVAL
+        # (vhost, queue) -> [(poll time, publish count, deliver_get count)]: per-queue rates
+        # are computed from the counters, since the list endpoint reports its rates as 0;
+        # the counters move on the 5 s node clock, so the rate spans at least that long.
+        self._queue_counts: dict[tuple[str, str], list[tuple[float, int | None, int | None]]] = {}
+        self._last_node_collection: float | None = None
+        self._last: BrokerSample | None = None
+        self._owns_client = client is None
+        self._client = client or httpx.AsyncClient(
+            auth=(username, password), timeout=timeout, verify=verify
+        )
+        if client is not None and client.auth is None:
+            client.auth = httpx.BasicAuth(username, password)
+
+    @property
+    def statistics_interval(self) -> float:
+        """Seconds between the broker's statistics collections (5 s until known)."""
+        return self._interval
+
+    @property
+    def statistics_interval_known(self) -> bool:
+        return self._interval_known
+
+    @property
+    def last_sample(self) -> BrokerSample | None:
+        return self._last
+
+    def set_queue_names(self, queue_names: Sequence[str] | None) -> None:
+        """The run's queues changed (declared late, a pattern grew)."""
+        self.queue_names = tuple(queue_names) if queue_names is not None else None
+
+    async def aclose(self) -> None:
+        if self._owns_client:
+            await self._client.aclose()
+
+    async def __aenter__(self) -> ManagementCollector:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    # -- before a run --------------------------------------------------------------------
+
+    async def check(self) -> str:
+        """Make sure the API answers to these credentials and the vhost exists.
+
+        Returns one line for the operator (version, node, statistics interval); raises
+        SourceError saying what is wrong and what to do.
+        """
+        try:
+            overview = await self._read_overview()
+            if not isinstance(overview, Mapping) or "rabbitmq_version" not in overview:
+                raise ManagementAnswerError(
+                    f"management API: {self.base_url}/api/overview is not a RabbitMQ "
+                    "management answer"
+                )
+            await self._get_json(f"/api/vhosts/{quote(self.vhost, safe='')}")
+            await self._read_nodes()
+        except ManagementAnswerError as exc:
+            raise SourceError(self._advice(str(exc))) from None
+        return (
+            f"RabbitMQ {overview.get('rabbitmq_version')} on {overview.get('node')} at "
+            f"{self.base_url}, statistics every {self._interval:g} s"
+            + ("" if self._interval_known else " (assumed: RabbitMQ's default; give the real one)")
+        )
+
+    def _advice(self, reason: str) -> str:
+        if " 401 " in reason:
+            return (
+                f"{reason}: the management API at {self.base_url} refused user "
+                f"{self.username!r}; check the user name and password, and that the user "
+                "has the monitoring or management tag"
+            )
+        if "/api/vhosts/" in reason and " 404 " in reason:
+            return (
+                f"vhost {self.vhost!r} does not exist on {self.base_url}; create it "
+                "(rabbitmqctl add_vhost) or give the right vhost in the URI"
+            )
+        if " 404 " in reason or "not JSON" in reason or "not a RabbitMQ" in reason:
+            return (
+                f"{reason}: {self.base_url} does not look like a RabbitMQ management API; "
+                "give its base URL, such as http://host:15672"
+            )
+        if "cannot connect" in reason or "no answer" in reason:
+            return (
+                f"{reason}; check the host and port, and that the rabbitmq_management "
+                "plugin is enabled (rabbitmq-plugins enable rabbitmq_management)"
+            )
+        return reason
+
+    # -- live polls ----------------------------------------------------------------------
+
+    async def sample(self) -> BrokerSample:
+        """One full poll. Never raises for broker trouble: a stale sample says why."""
+        try:
+            overview, nodes, queues, channels, connections, alarms = await asyncio.gather(
+                self._read_overview(),
+                self._read_nodes(),
+                self._read_queues(),
+                self._get_json(
+                    f"/api/vhosts/{quote(self.vhost, safe='')}/channels",
+                    {"columns": "messages_unconfirmed,messages_unacknowledged"},
+                ),
+                self._get_json(
+                    f"/api/vhosts/{quote(self.vhost, safe='')}/connections",
+                    {"columns": "state"},
+                ),
+                self._read_alarms(),
+            )
+            sample = self._build(overview, nodes, queues, channels, connections, alarms)
+        except ManagementAnswerError as exc:
+            return self._stale(str(exc))
+        self._last = sample
+        return sample
+
+    async def sample_alarms(self) -> BrokerSample:
+        """The last figures with the alarms as the broker states them now (one request)."""
+        try:
+            alarms = await self._read_alarms()
+        except ManagementAnswerError as exc:
+            return self._stale(str(exc))
+        now = time.time()
+        if self._last is None:
+            nodes = tuple(
+                NodeSample(name=node, mem_alarm="memory" in kinds, disk_alarm="disk" in kinds)
+                for node, kinds in alarms.items()
+            )
+            return BrokerSample(
+                source="management",
+                taken_at=now,
+                figures_at=now,
+                statistics_interval=self._interval,
+                nodes=nodes,
+            )
+        sample = dataclasses.replace(
+            self._last,
+            taken_at=now,
+            nodes=_with_alarms(self._last.nodes, alarms),
+            stale_reason="",
+        )
+        self._last = sample
+        return sample
+
+    def _stale(self, reason: str) -> BrokerSample:
+        now = time.time()
+        if self._last is None:
+            return BrokerSample(
+                source="management",
+                taken_at=now,
+                figures_at=now,
+                statistics_interval=self._interval,
+                stale_reason=reason,
+            )
+        return dataclasses.replace(self._last, taken_at=now, stale_reason=reason)
+
+    # -- requests ------------------------------------------------------------------------
+
+    async def _request(self, path: str, params: Mapping[str, str] | None = None) -> httpx.Response:
+        """GET ``path``; the whole request (not each read) is bounded by ``timeout``."""
+        url = f"{self.base_url}{path}"
+        try:
+            async with asyncio.timeout(self.timeout):
+                response = await self._client.get(url, params=params)
+        except (TimeoutError, httpx.TimeoutException):
+            raise ManagementAnswerError(
+                f"management API: no answer within {self.timeout:g} s from {self.base_url}"
+            ) from None
+        except httpx.ConnectError as exc:
+            raise ManagementAnswerError(
+                f"management API: cannot connect to {self.base_url} ({_short(exc)})"
+            ) from None
+        except httpx.HTTPError as exc:
+            raise ManagementAnswerError(
+                f"management API: {type(exc).__name__} from {self.base_url} ({_short(exc)})"
+            ) from None
+        if response.status_code == 401:
+            raise ManagementAnswerError(
+                f"management API: 401 unauthorized for user {self.username}"
+            )
+        return response
+
+    async def _get_json(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+        response = await self._request(path, params)
+        if response.status_code == 404:
+            raise ManagementAnswerError(f"management API: 404 not found for {path}")
+        if response.status_code >= 400:
+            raise ManagementAnswerError(
+                f"management API: {response.status_code} "
+                f"{response.reason_phrase.lower() or 'error'} for {path}"
+            )
+        return _json_of(response, path)
+
+    def _history_params(self, prefix: str, interval: float) -> dict[str, str]:
+        # Enough one-second history to hold three collections, so two gaps can be seen.
+        return {f"{prefix}_age": str(int(max(12.0, 3 * interval)) + 1), f"{prefix}_incr": "1"}
+
+    async def _read_overview(self) -> Any:
+        return await self._get_json("/api/overview", {"columns": _OVERVIEW_COLUMNS})
+
+    async def _read_nodes(self) -> list[Mapping[str, Any]]:
+        nodes = await self._get_json(
+            "/api/nodes",
+            {"columns": _NODE_COLUMNS} | self._history_params("node_stats", self._node_interval),
+        )
+        if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
+            raise ManagementAnswerError("management API: /api/nodes is not a list of nodes")
+        for node in nodes:
+            details = node.get("context_switches_details")
+            if node.get("running", True) and isinstance(details, Mapping):
+                times = _busiest_history({"context_switches_details": details})
+                if times:
+                    self._last_node_collection = times[-1]
+                    self._node_interval = interval_from_collections(times) or self._node_interval
+                break
+        return nodes
+
+    async def _read_queues(self) -> list[Mapping[str, Any]]:
+        path = f"/api/queues/{quote(self.vhost, safe='')}"
+        params = {"columns": _QUEUE_COLUMNS}
+        names = self.queue_names
+        if names is not None and not names:
+            return []
+        if names is not None:
+            pattern = "^(" + "|".join(re.escape(n) for n in names) + ")$"
+            if len(quote(pattern)) < _MAX_REGEX_URL:
+                params |= {
+                    "name": pattern,
+                    "use_regex": "true",
+                    "page": "1",
+                    "page_size": "500",
+                }
+        answer = await self._get_json(path, params)
+        items = answer.get("items") if isinstance(answer, Mapping) else answer
+        if not isinstance(items, list) or not all(isinstance(q, Mapping) for q in items):
+            raise ManagementAnswerError(f"management API: {path} is not a list of queues")
+        if names is not None:
+            wanted = set(names)
+            items = [q for q in items if q.get("name") in wanted]
+        return items
+
+    async def _read_alarms(self) -> dict[str, set[str]]:
+        """Node name -> alarmed resources ("memory", "disk"), from the prompt health check.
+
+        RabbitMQ 3.10 names them ``memory`` and ``disk space``."""
+        path = "/api/health/checks/alarms"
+        response = await self._request(path)
+        # 503 is the answer "there are alarms"; anything else but 200 is trouble.
+        if response.status_code not in (200, 503):
+            raise ManagementAnswerError(f"management API: {response.status_code} for {path}")
+        body = _json_of(response, path)
+        if not isinstance(body, Mapping) or "status" not in body:
+            raise ManagementAnswerError("management API: /api/health/checks/alarms gave no status")
+        alarmed: dict[str, set[str]] = {}
+        for alarm in body.get("alarms") or []:
+            if isinstance(alarm, Mapping):
+                node = str(alarm.get("node", ""))
+                resource = (
+                    str(alarm.get("resource", "")).split()[0] if alarm.get("resource") else ""
+                )
+                alarmed.setdefault(node, set()).add(resource)
+        return alarmed
+
+    # -- turning answers into a sample ---------------------------------------------------
+
+    def _queue_sample(self, queue: Mapping[str, Any], now: float) -> QueueSample:
+        name = str(queue.get("name", ""))
+        vhost = str(queue.get("vhost", self.vhost))
+        stats = queue.get("message_stats")
+        stats = stats if isinstance(stats, Mapping) else {}
+        published = _number(stats.get("publish"))
+        delivered = _number(stats.get("deliver_get"))
+        history = self._queue_counts.setdefault((vhost, name), [])
+        span = max(DEFAULT_NODE_STATS_INTERVAL, self._interval) + 0.5
+        old = [entry for entry in history if now - entry[0] >= span]
+        before = old[-1] if old else None
+        history[:] = [
+            *old[-1:],
+            *(e for e in history if now - e[0] < span),
+            (now, published, delivered),
+        ]
+        return QueueSample(
+            name=name,
+            vhost=vhost,
+            type=str(queue.get("type", "classic")),
+            ready=_number(queue.get("messages_ready")) or 0,
+            unacked=_number(queue.get("messages_unacknowledged")) or 0,
+            consumers=_number(queue.get("consumers")) or 0,
+            publish_rate=_counter_rate(before, now, published, 1),
+            deliver_rate=_counter_rate(before, now, delivered, 2),
+        )
+
+    def _build(
+        self,
+        overview: Any,
+        nodes: Sequence[Mapping[str, Any]],
+        queues: Sequence[Mapping[str, Any]],
+        channels: Any,
+        connections: Any,
+        alarms: Mapping[str, set[str]],
+    ) -> BrokerSample:
+        if not isinstance(overview, Mapping):
+            raise ManagementAnswerError("management API: /api/overview is not an object")
+        if not isinstance(channels, list) or not isinstance(connections, list):
+            raise ManagementAnswerError(
+                "management API: channels or connections answer is not a list"
+            )
+        now = time.time()
+        node_figures_at = (
+            figures_time(self._last_node_collection, self._node_interval, now)
+            if self._last_node_collection is not None
+            else None
+        )
+        node_samples = tuple(
+            NodeSample(
+                name=str(node.get("name", "")),
+                mem_used=_number(node.get("mem_used")),
+                mem_limit=_number(node.get("mem_limit")),
+                mem_alarm=bool(node.get("mem_alarm", False)),
+                disk_free=_number(node.get("disk_free")),
+                disk_free_limit=_number(node.get("disk_free_limit")),
+                disk_alarm=bool(node.get("disk_free_alarm", False)),
+                fd_used=_number(node.get("fd_used")),
+                fd_total=_number(node.get("fd_total")),
+                sockets_used=_number(node.get("sockets_used")),
+                sockets_total=_number(node.get("sockets_total")),
+                running=bool(node.get("running", True)),
+                figures_at=node_figures_at,
+            )
+            for node in nodes
+        )
+        queue_samples = tuple(self._queue_sample(q, now) for q in queues)
+        stats = overview.get("message_stats") or {}
+        states = [c.get("state") for c in connections if isinstance(c, Mapping)]
+        # Queue and channel figures were computed at some point in the last interval; with
+        # no clock to read, say they are half an interval old, the expected age.
+        figures_at = now - self._interval / 2
+        return BrokerSample(
+            source="management",
+            taken_at=now,
+            figures_at=min(figures_at, now),
+            statistics_interval=self._interval,
+            nodes=_with_alarms(node_samples, alarms),
+            queues=queue_samples,
+            publish_rate=_rate(stats, "publish"),
+            confirm_rate=_rate(stats, "confirm"),
+            deliver_rate=_rate(stats, "deliver_get"),
+            ack_rate=_rate(stats, "ack"),
+            redeliver_rate=_rate(stats, "redeliver"),
+            unconfirmed=sum(
+                _number(c.get("messages_unconfirmed")) or 0
+                for c in channels
+                if isinstance(c, Mapping)
+            ),
+            unacked=sum(
+                _number(c.get("messages_unacknowledged")) or 0
+                for c in channels
+                if isinstance(c, Mapping)
+            ),
+            connections=len(states),
+            connections_blocked=states.count("blocked"),
+            connections_blocking=states.count("blocking"),
+            broker_version=str(overview.get("rabbitmq_version", "")),
+            erlang_version=str(overview.get("erlang_version", "")),
+        )
+
+
+def _counter_rate(
+    before: tuple[float, int | None, int | None] | None, now: float, count: int | None, index: int
+) -> float | None:
+    if before is None or count is None or now <= before[0]:
+        return None
+    previous = before[index]
+    if previous is None or count < previous:  # a queue deleted and declared again
+        return None
+    return (count - previous) / (now - before[0])
+
+
+def _with_alarms(
+    nodes: Sequence[NodeSample], alarms: Mapping[str, set[str]]
+) -> tuple[NodeSample, ...]:
+    """Nodes with their alarm flags set from the prompt health check.
+
+    The health check is the truth both ways: it raises an alarm seconds before
+    ``/api/nodes`` does, and clears it seconds before too.
+    """
+    return tuple(
+        dataclasses.replace(
+            node,
+            mem_alarm="memory" in alarms.get(node.name, set()),
+            disk_alarm="disk" in alarms.get(node.name, set()),
+        )
+        for node in nodes
+    )
+
+
+def _json_of(response: httpx.Response, path: str) -> Any:
+    try:
+        return response.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        raise ManagementAnswerError(
+            f"management API: answer for {path} is not JSON "
+            f"({response.headers.get('content-type', 'no content type')})"
+        ) from None
+
+
+def _short(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:160]

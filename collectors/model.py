@@ -1,0 +1,117 @@
+"""BrokerSample: what the broker says about itself, from either source.
+
+The management API and Prometheus collectors both produce this model, so the screen, the
+recorder and the reports never care which one answered. Every sample says how old its
+figures are (the management API refreshes them every ``collect_statistics_interval``) and,
+when the source did not answer well, that it is stale and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+SourceName = Literal["management", "prometheus"]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSample:
+    """One broker node. Sizes in bytes; ``None`` where the source does not say.
+
+    ``figures_at`` is when the node's own figures (memory, disk, descriptors) were computed
+    when the source says so: RabbitMQ refreshes them on a clock of their own (every 5 s in
+    3.10, whatever ``collect_statistics_interval`` is), so they can be older than the
+    sample's queue and channel figures. Alarm flags are always as fresh as the sample.
+    """
+
+    name: str
+    mem_used: int | None = None
+    mem_limit: int | None = None
+    mem_alarm: bool = False
+    disk_free: int | None = None
+    disk_free_limit: int | None = None
+    disk_alarm: bool = False
+    fd_used: int | None = None
+    fd_total: int | None = None
+    sockets_used: int | None = None
+    sockets_total: int | None = None
+    running: bool = True
+    figures_at: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSample:
+    """One queue as the broker counts it; rates in msg/s."""
+
+    name: str
+    vhost: str
+    type: str
+    ready: int
+    unacked: int
+    consumers: int
+    publish_rate: float | None = None
+    deliver_rate: float | None = None
+
+    @property
+    def depth(self) -> int:
+        return self.ready + self.unacked
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSample:
+    """One poll of one source.
+
+    ``taken_at`` is when the poll finished (unix seconds); ``figures_at`` is when the broker
+    computed the figures, so ``age`` tells the operator how old they are. A stale sample
+    (``stale_reason`` set) keeps the last figures the source gave, so a panel can show them
+    greyed out with the reason instead of as live numbers. Rates are msg/s, broker-wide.
+    """
+
+    source: SourceName
+    taken_at: float
+    figures_at: float
+    statistics_interval: float
+    nodes: tuple[NodeSample, ...] = ()
+    queues: tuple[QueueSample, ...] = ()
+    publish_rate: float | None = None
+    confirm_rate: float | None = None
+    deliver_rate: float | None = None
+    ack_rate: float | None = None
+    redeliver_rate: float | None = None
+    unconfirmed: int | None = None
+    unacked: int | None = None
+    connections: int | None = None
+    connections_blocked: int | None = None
+    connections_blocking: int | None = None
+    stale_reason: str = ""
+    broker_version: str = ""
+    erlang_version: str = ""
+
+    @property
+    def stale(self) -> bool:
+        return bool(self.stale_reason)
+
+    @property
+    def age(self) -> float:
+        """Seconds between when the broker computed the figures and the poll."""
+        return max(0.0, self.taken_at - self.figures_at)
+
+    @property
+    def memory_alarm(self) -> bool:
+        return any(n.mem_alarm for n in self.nodes)
+
+    @property
+    def disk_alarm(self) -> bool:
+        return any(n.disk_alarm for n in self.nodes)
+
+    @property
+    def queue_ready(self) -> int:
+        return sum(q.ready for q in self.queues)
+
+    @property
+    def queue_unacked(self) -> int:
+        return sum(q.unacked for q in self.queues)
+
+    @property
+    def queue_depth(self) -> int:
+        return sum(q.depth for q in self.queues)

@@ -1,0 +1,170 @@
+"""From per-worker snapshots to the run's Tick: rates, totals and latency percentiles.
+
+Workers report once a second on their own clocks, so the controller's one-second tick does
+not line up with them: a tick may see no new snapshot from a worker, or two. Rates are
+therefore computed per worker from the difference of its two latest cumulative snapshots
+over that snapshot's own interval, and summed; a worker silent for longer than
+``STALE_AFTER`` seconds contributes no rate (its totals still count). Latency histograms
+cover each snapshot's interval only: a tick merges the ones that arrived since the last
+tick, and the run keeps a merged histogram of everything for the summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from hdrh.histogram import HdrHistogram
+
+from engine.latency import LATENCY_KEYS, LatencyKey, decode, new_histogram
+from engine.progress import Percentiles
+from engine.snapshot import ClientSnapshot, Counters
+
+#: Seconds after which a worker's last snapshot no longer gives a current rate.
+STALE_AFTER = 2.5
+
+
+@dataclass(frozen=True, slots=True)
+class Rates:
+    """Messages per second over the latest interval, summed over workers."""
+
+    publish: float = 0.0
+    confirm: float = 0.0
+    consume: float = 0.0
+    nack: float = 0.0
+    ret: float = 0.0
+
+
+def rates_between(previous: Counters, current: Counters, seconds: float) -> Rates:
+    """Rates from two cumulative counters ``seconds`` apart (zero when no time passed)."""
+    if seconds <= 0:
+        return Rates()
+    delta = current - previous
+    return Rates(
+        publish=delta.published / seconds,
+        confirm=delta.confirmed / seconds,
+        consume=delta.consumed / seconds,
+        nack=delta.nacked / seconds,
+        ret=delta.returned / seconds,
+    )
+
+
+def add_rates(rates: Iterable[Rates]) -> Rates:
+    total = Rates()
+    for r in rates:
+        total = Rates(
+            total.publish + r.publish,
+            total.confirm + r.confirm,
+            total.consume + r.consume,
+            total.nack + r.nack,
+            total.ret + r.ret,
+        )
+    return total
+
+
+def percentiles(histogram: HdrHistogram) -> Percentiles | None:
+    """p50/p75/p95/p99/max in milliseconds of a microsecond histogram; None when empty."""
+    count = int(histogram.get_total_count())
+    if count == 0:
+        return None
+    values = histogram.get_percentile_to_value_dict([50.0, 75.0, 95.0, 99.0])
+    return Percentiles(
+        count=count,
+        p50=values[50.0] / 1000.0,
+        p75=values[75.0] / 1000.0,
+        p95=values[95.0] / 1000.0,
+        p99=values[99.0] / 1000.0,
+        max=histogram.get_max_value() / 1000.0,
+    )
+
+
+def merge_latency(
+    snapshots: Iterable[ClientSnapshot], into: Mapping[LatencyKey, HdrHistogram] | None = None
+) -> dict[LatencyKey, HdrHistogram]:
+    """Merge the snapshots' encoded interval histograms per (kind, basis)."""
+    merged = dict(into) if into is not None else {key: new_histogram() for key in LATENCY_KEYS}
+    for snap in snapshots:
+        for key, blob in snap.latency.items():
+            if blob:
+                merged.setdefault(key, new_histogram()).add(decode(blob))
+    return merged
+
+
+def latency_percentiles(
+    histograms: Mapping[LatencyKey, HdrHistogram],
+) -> dict[LatencyKey, Percentiles]:
+    out: dict[LatencyKey, Percentiles] = {}
+    for key, histogram in histograms.items():
+        p = percentiles(histogram)
+        if p is not None:
+            out[key] = p
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Aggregate:
+    """What all workers say right now (one tick's worth), before the controller adds the
+    settings, phase and schedule it alone knows."""
+
+    rates: Rates
+    totals: Counters
+    target_rate: float
+    pending_confirms: int
+    unacked: int
+    connections: int
+    blocked: int
+    latency: dict[LatencyKey, Percentiles]
+    errors: tuple[str, ...]
+
+
+class SnapshotAggregator:
+    """Keeps each worker's latest snapshots and the run-wide latency histograms."""
+
+    def __init__(self) -> None:
+        self._latest: dict[int, ClientSnapshot] = {}
+        self._rates: dict[int, Rates] = {}
+        self._since_tick: list[ClientSnapshot] = []
+        self._run_latency: dict[LatencyKey, HdrHistogram] = {
+            key: new_histogram() for key in LATENCY_KEYS
+        }
+
+    def add(self, snap: ClientSnapshot) -> None:
+        previous = self._latest.get(snap.worker)
+        if previous is not None and snap.at < previous.at:
+            return  # a late duplicate; counters are cumulative, the newer one already counts
+        base = previous.counters if previous is not None else Counters()
+        seconds = snap.at - previous.at if previous is not None else snap.interval
+        self._rates[snap.worker] = rates_between(base, snap.counters, seconds)
+        self._latest[snap.worker] = snap
+        self._since_tick.append(snap)
+        merge_latency([snap], self._run_latency)
+
+    @property
+    def totals(self) -> Counters:
+        total = Counters()
+        for snap in self._latest.values():
+            total = total + snap.counters
+        return total
+
+    def tick(self, now: float) -> Aggregate:
+        """Aggregate over workers at ``now``; starts a new latency window."""
+        live = [w for w, s in self._latest.items() if now - s.at <= STALE_AFTER]
+        window = merge_latency(self._since_tick)
+        errors = tuple(e for s in self._since_tick for e in s.errors)
+        self._since_tick = []
+        latest = list(self._latest.values())
+        return Aggregate(
+            rates=add_rates(self._rates[w] for w in live),
+            totals=self.totals,
+            target_rate=sum(s.target_rate for s in latest),
+            pending_confirms=sum(s.pending_confirms for s in latest),
+            unacked=sum(s.unacked for s in latest),
+            connections=sum(s.connections for s in latest),
+            blocked=sum(s.blocked for s in latest),
+            latency=latency_percentiles(window),
+            errors=errors,
+        )
+
+    def run_latency(self) -> dict[LatencyKey, Percentiles]:
+        """Percentiles over every latency measured in the run so far."""
+        return latency_percentiles(self._run_latency)

@@ -1,0 +1,854 @@
+"""The controller: one run, from broker check to summary, steered while it goes.
+
+It prepares the broker (topology), starts the recorder, the broker collectors and N workers,
+turns the workers' per-second snapshots into one :class:`Tick` a second, sends every
+:class:`Change` to all workers and marks it applied once all of them said so, fires the
+schedule's steps at their times, and at the end stops the workers, merges their reports
+into the data-safety accounting and builds the :class:`RunSummary`.
+
+Everything runs on the caller's asyncio loop and nothing in it blocks: worker processes
+talk through pipes read on threads, the recorder buffers in memory, the collectors poll in
+tasks of their own. Front-ends (CLI, TUI, tests) subscribe with :meth:`add_listener` and see
+``Tick``, ``BrokerSample``, ``RunEvent`` and finally ``RunSummary``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import os
+import platform
+import re
+import ssl
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from collectors import (
+    BrokerWatch,
+    ManagementCollector,
+    PrometheusCollector,
+    SourceError,
+    credentials_from_uri,
+    management_url_for,
+)
+from collectors.model import BrokerSample
+from engine import topology
+from engine.accounting import data_safety
+from engine.aggregate import SnapshotAggregator
+from engine.change import NUMERIC_RANGES, Change, Setting
+from engine.commands import (
+    ApplyChange,
+    ChangeApplied,
+    Stop,
+    WorkerAssignment,
+    WorkerEvent,
+    WorkerMessage,
+)
+from engine.errors import FlowdeckError
+from engine.events import EventKind, RunEvent
+from engine.process import (
+    DEFAULT_RUNTIME,
+    InProcessWorker,
+    ProcessWorker,
+    WorkerFailed,
+    WorkerHost,
+    load_runtime,
+)
+from engine.progress import DataSafety, PendingChange, RunSummary, Tick
+from engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport
+from engine.spec import RunSpec, ScheduleStep
+from engine.tls import INSECURE_WARNING, http_context, tls_options
+
+log = logging.getLogger(__name__)
+
+Update = Tick | BrokerSample | RunEvent | RunSummary
+Listener = Callable[[Update], None]
+
+OUTCOME_COMPLETED = "completed"
+OUTCOME_STOPPED = "stopped"
+OUTCOME_FAILED = "failed"
+
+#: Seconds a worker process may take to boot before the run gives up on it.
+BOOT_TIMEOUT = 90.0
+#: Seconds past the drain a worker may take to report before it is killed.
+REPORT_GRACE = 30.0
+
+
+_URI_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]*@", re.IGNORECASE)
+
+
+def mask_uris(text: str) -> str:
+    """``text`` with the password of every URI in it replaced by ``***``."""
+    return _URI_PASSWORD.sub(lambda m: f"{m.group('head')}***@", text)
+
+
+def resolve_workers(workers: int) -> int:
+    """Worker processes to start: ``-1`` is one per spare core (at least one)."""
+    if workers == -1:
+        return max(1, (os.cpu_count() or 2) - 1)
+    if workers < -1:
+        raise FlowdeckError(f"workers must be -1, 0 or more, got {workers}")
+    return workers
+
+
+def settings_of(spec: RunSpec) -> Settings:
+    return Settings(
+        inflight=spec.inflight,
+        prefetch=spec.prefetch,
+        ack_every=spec.ack_every,
+        rate=spec.rate,
+        publishers=spec.publishers,
+        consumers=spec.consumers,
+    )
+
+
+def apply_to_settings(settings: Settings, change: Change) -> Settings:
+    """Settings with an absolute change applied (pause/resume flip ``paused``)."""
+    if change.setting is Setting.PAUSE:
+        return replace(settings, paused=True)
+    if change.setting is Setting.RESUME:
+        return replace(settings, paused=False)
+    if change.setting not in NUMERIC_RANGES or change.value is None:
+        return settings
+    value = change.value
+    match change.setting:
+        case Setting.RATE:
+            return replace(settings, rate=float(value))
+        case Setting.INFLIGHT:
+            return replace(settings, inflight=int(value))
+        case Setting.PREFETCH:
+            return replace(settings, prefetch=int(value))
+        case Setting.ACK_EVERY:
+            return replace(settings, ack_every=int(value))
+        case Setting.PUBLISHERS:
+            return replace(settings, publishers=int(value))
+        case Setting.CONSUMERS:
+            return replace(settings, consumers=int(value))
+    return settings
+
+
+@dataclass
+class _Pending:
+    change: Change
+    requested_at: float
+    source: str
+    waiting_for: set[int]
+    applied: dict[int, float] = field(default_factory=dict)
+
+
+def _flowdeck_version() -> str:
+    try:
+        return metadata.version("flowdeck")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+class Controller:
+    """Runs one RunSpec against one broker; see the module docstring."""
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        *,
+        uri: str,
+        management_url: str | None = None,
+        management_user: str | None = None,
+        management_password: str | None = None,
+        prometheus_url: str | None = None,
+        sessions_root: Path | None = None,
+        workers: int | None = None,
+        runtime: str = DEFAULT_RUNTIME,
+        drain_seconds: float = 5.0,
+        cleanup: bool = False,
+        statistics_interval: float | None = None,
+    ) -> None:
+        """``statistics_interval``: the broker's ``collect_statistics_interval`` in seconds
+        when known (a private node's); the management collector assumes 5 s otherwise."""
+        uri = uri or spec.uri
+        if not uri:
+            raise FlowdeckError(
+                "no broker to run against: give an AMQP uri (e.g. "
+                "amqp://guest:guest@localhost:5672/%2F)"
+            )
+        self.spec = spec
+        self._uri = uri
+        user, password, self._vhost = credentials_from_uri(uri)
+        self.management_url = management_url or spec.management_url or management_url_for(uri)
+        self._management_user = management_user or user
+        self._management_password = management_password or password
+        self.prometheus_url = prometheus_url or spec.prometheus_url or None
+        self._management_mismatch = ""
+        self._sessions_root = sessions_root
+        self._workers = resolve_workers(spec.workers if workers is None else workers)
+        self._runtime = runtime
+        self._drain_seconds = drain_seconds
+        self._cleanup = cleanup
+        self._statistics_interval = statistics_interval
+
+        self.settings: Settings = settings_of(spec)
+        self._requested_spec = spec  # relative changes resolve against what was asked last
+        self._pending: dict[int, _Pending] = {}
+        self._next_change_id = 1
+        self._schedule: list[ScheduleStep] = list(spec.schedule)
+        self._phase = "start"
+        self._phase_index = 0
+
+        self._listeners: list[Listener] = []
+        self.events: list[RunEvent] = []
+        self.last_tick: Tick | None = None
+        self.last_broker_sample: BrokerSample | None = None
+        self.session_dir: Path | None = None
+        self.summary: RunSummary | None = None
+
+        self._state = "new"
+        self._hosts: dict[int, WorkerHost] = {}
+        self._alive: set[int] = set()
+        self._reports: dict[int, WorkerReport] = {}
+        self._failures: list[str] = []
+        self._errors: list[str] = []
+        self._aggregator = SnapshotAggregator()
+        self._recorder: Any = None
+        self._recording_error = ""
+        self.started_at = 0.0
+        self._load_ended_at = 0.0
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._collectors_stop = asyncio.Event()
+        self._finishing: asyncio.Task[RunSummary] | None = None
+        self._alarms: dict[tuple[str, str], bool] = {}  # (source, alarm): both sources say
+        self._prometheus: PrometheusCollector | None = None
+        self._stale: dict[str, str] = {}
+        self._http_verify: ssl.SSLContext | bool = True
+
+    # -- public API ------------------------------------------------------------------------
+
+    def add_listener(self, listener: Listener) -> None:
+        self._listeners.append(listener)
+
+    @property
+    def uri(self) -> str:
+        """The broker's AMQP URI, with its password: mask it before showing it."""
+        return self._uri
+
+    @property
+    def workers(self) -> int:
+        """Worker processes of this run (0 = in-process)."""
+        return self._workers
+
+    @property
+    def running(self) -> bool:
+        return self._state == "running"
+
+    @property
+    def pending(self) -> tuple[PendingChange, ...]:
+        hosts = max(1, len(self._hosts))
+        return tuple(
+            PendingChange(
+                change_id=cid,
+                change=p.change,
+                requested_at=p.requested_at,
+                source=p.source,
+                workers_done=len(p.applied),
+                workers_total=len(p.waiting_for) if p.waiting_for else hosts,
+            )
+            for cid, p in sorted(self._pending.items())
+        )
+
+    @property
+    def next_step(self) -> ScheduleStep | None:
+        return self._schedule[0] if self._schedule else None
+
+    async def start(self) -> None:
+        """Check the broker, declare the topology, start recorder, collectors and workers.
+
+        Raises BrokerUnavailable when the broker cannot be reached (with what to check) and
+        FlowdeckError when it cannot take the spec; nothing is left running then.
+        """
+        if self._state != "new":
+            raise FlowdeckError("this run was already started; make a new Controller")
+        self._state = "starting"
+        try:
+            # Off the loop: a CA bundle (~75 ms) and pyarrow (~0.5 s) are read from disk, and
+            # a front-end sharing this loop (the cockpit) must keep answering meanwhile.
+            self._http_verify = await asyncio.to_thread(http_context, self._uri)
+            await self._check_capacity()
+            await topology.declare(self.spec, self._uri)
+            await self._start_recorder()
+            await self._start_workers()
+        except BaseException:
+            self._state = "ended"
+            for host in self._hosts.values():
+                host.kill()
+            self._close_recorder(OUTCOME_FAILED, {}, time.time(), "the run could not start")
+            raise
+        self._state = "running"
+        if tls_options(self._uri).insecure:
+            self._event(EventKind.INFO, f"warning: {INSECURE_WARNING}", at=self.started_at)
+        where = topology.broker_address(self._uri)
+        self._event(
+            EventKind.RUN_STARTED,
+            f"run {self.spec.name!r} started against {where} with "
+            f"{self._workers or 'no'} worker process{'es' if self._workers != 1 else ''}",
+            at=self.started_at,
+            detail={"spec": self.spec.redacted(), "workers": self._workers},
+        )
+        self._event(
+            EventKind.PHASE,
+            "phase 0: start",
+            at=self.started_at,
+            detail={"index": 0, "label": "start"},
+        )
+        self._tasks.append(asyncio.create_task(self._run_loop(), name="flowdeck-controller"))
+        self._start_collectors()
+        self._start_prometheus()
+
+    def request(self, change: Change, source: str = "operator") -> int:
+        """Send a change to every worker; its id. Relative values resolve against the
+        settings asked for so far; a value the run cannot take raises SpecError.
+        """
+        if self._state != "running":
+            raise FlowdeckError("changes apply only while the run is running")
+        if change.setting in NUMERIC_RANGES:
+            change = change.resolved(self._requested_spec.setting(change.setting))
+        self._requested_spec = self._requested_spec.with_change(change)  # SpecError if bad
+        change_id = self._next_change_id
+        self._next_change_id += 1
+        now = time.time()
+        self._pending[change_id] = _Pending(change, now, source, set(self._alive))
+        self._event(
+            EventKind.CHANGE_REQUESTED,
+            f"change #{change_id} requested by {source}: {change.describe()}",
+            at=now,
+            change_id=change_id,
+            detail=self._change_detail(change, source),
+        )
+        for worker in sorted(self._alive):
+            self._hosts[worker].send(ApplyChange(change_id, change))
+        self._check_applied(change_id)
+        return change_id
+
+    def skip_step(self) -> None:
+        """Apply the next schedule step now instead of at its time."""
+        if not self._schedule:
+            raise FlowdeckError("the schedule has no steps left")
+        step = self._schedule.pop(0)
+        self._fire(step, early=True)
+
+    async def wait(self) -> RunSummary:
+        """The summary, once the run has ended (its duration, a stop or a failure)."""
+        while self._finishing is None:
+            if self._state in ("new", "ended") and self.summary is None:
+                raise FlowdeckError("the run has not started")
+            await asyncio.sleep(0.05)
+        return await asyncio.shield(self._finishing)
+
+    async def stop(self, reason: str = "stopped by operator") -> RunSummary:
+        """Stop publishing, let consumers drain, collect reports; the summary."""
+        if self._finishing is None:
+            if self._state != "running":
+                raise FlowdeckError("the run has not started")
+            self._begin_finish(OUTCOME_STOPPED, reason)
+        assert self._finishing is not None
+        return await asyncio.shield(self._finishing)
+
+    def kill(self) -> None:
+        """End every worker at once (a second Ctrl-C): no drain, no report."""
+        for host in self._hosts.values():
+            host.kill()
+
+    # -- start -----------------------------------------------------------------------------
+
+    async def _check_management_matches(self) -> None:
+        """Turn the broker panels off, saying why, when the management API answers for a
+        broker other than the one the run uses (its AMQP listeners lack the run's port).
+        """
+        ports = await topology.amqp_listener_ports(
+            self.management_url,
+            self._management_user,
+            self._management_password,
+            verify=self._http_verify,
+        )
+        port = topology.amqp_port(self._uri)
+        if ports and port not in ports:
+            self._management_mismatch = (
+                f"management API at {self.management_url} belongs to a broker listening for "
+                f"AMQP on {', '.join(map(str, sorted(ports)))}, not on {port} as this run's "
+                "broker does; broker figures are off for this run: give the right "
+                "management URL (--management-url)"
+            )
+
+    async def _check_capacity(self) -> None:
+        await self._check_management_matches()
+        if self._management_mismatch:
+            return
+        nodes = await topology.node_capacity(
+            self.management_url,
+            self._management_user,
+            self._management_password,
+            verify=self._http_verify,
+        )
+        if not nodes:
+            self._event(
+                EventKind.INFO,
+                f"the broker's socket limit was not checked (management API at "
+                f"{self.management_url} did not answer): the run opens "
+                f"{topology.connections_needed(self.spec)} connections unchecked",
+            )
+        topology.check_capacity(self.spec, nodes)
+
+    async def _start_recorder(self) -> None:
+        if self._sessions_root is None:
+            return
+        try:
+            recorder_module = await asyncio.to_thread(
+                importlib.import_module, "engine.recording.recorder"
+            )
+        except ImportError:
+            self._recording_error = "this build of flowdeck cannot record sessions yet"
+            return
+        versions = {"flowdeck": _flowdeck_version(), "python": platform.python_version()}
+        try:
+            self._recorder = recorder_module.Recorder(
+                self._sessions_root, self.spec, versions=versions
+            )
+            self.session_dir = Path(self._recorder.session_dir)
+        except Exception as exc:  # a recording that cannot start never stops the run
+            self._recording_error = f"recording could not start: {exc}"
+            self._recorder = None
+
+    async def _start_workers(self) -> None:
+        if self._workers == 0:
+            runtime = load_runtime(self._runtime)
+            self.started_at = time.time()
+            host = InProcessWorker(self._assignment(0, 1), runtime, self._on_message)
+            self._hosts[0] = host
+            self._alive.add(0)
+            self._recorder_call("start", self.started_at)
+            return
+        processes = [
+            ProcessWorker(w, self._runtime, self._on_message) for w in range(self._workers)
+        ]
+        for process in processes:
+            self._hosts[process.worker] = process
+        try:
+            booted = await asyncio.wait_for(
+                asyncio.gather(*(p.ready() for p in processes)), BOOT_TIMEOUT
+            )
+        except TimeoutError:
+            raise FlowdeckError(
+                f"worker processes did not start within {BOOT_TIMEOUT:g} s; the machine may "
+                "be overloaded: try --workers 0 or fewer workers"
+            ) from None
+        if not all(booted):
+            reasons = "; ".join(self._failures) or "no reason given"
+            raise FlowdeckError(f"worker processes failed to start: {reasons}")
+        # A common origin slightly ahead, so no worker starts behind its rate schedule.
+        self.started_at = time.time() + 0.2
+        self._recorder_call("start", self.started_at)
+        for process in processes:
+            process.begin(self._assignment(process.worker, self._workers))
+            self._alive.add(process.worker)
+
+    def _assignment(self, worker: int, workers: int) -> WorkerAssignment:
+        return WorkerAssignment(
+            worker=worker, workers=workers, spec=self.spec, start_at=self.started_at, uri=self._uri
+        )
+
+    def _start_collectors(self) -> None:
+        if self._management_mismatch:
+            self._event(EventKind.SOURCE_STALE, self._management_mismatch)
+            return
+        try:
+            source = ManagementCollector(
+                self.management_url,
+                username=self._management_user,
+                password=self._management_password,
+                vhost=self._vhost,
+                queue_names=list(self.spec.queue_names),
+                verify=self._http_verify,
+                statistics_interval=self._statistics_interval,
+            )
+            watch = BrokerWatch(source, self._on_broker_sample)
+        except Exception as exc:
+            self._event(EventKind.SOURCE_STALE, f"management API not watched: {exc}")
+            return
+        self._tasks.append(
+            asyncio.create_task(self._watch(watch, source), name="flowdeck-management")
+        )
+
+    async def _watch(self, watch: BrokerWatch, source: ManagementCollector) -> None:
+        try:
+            await watch.run(self._collectors_stop)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broker-side source never stops the run
+            self._event(EventKind.SOURCE_STALE, f"management API watch ended: {exc}")
+        finally:
+            with contextlib.suppress(Exception):
+                await source.aclose()
+
+    # -- Prometheus: a second broker source, and its series kept with the session ------------
+
+    def _start_prometheus(self) -> None:
+        """Watch the Prometheus server beside the management API when one is given."""
+        if not self.prometheus_url:
+            return
+        source = PrometheusCollector(
+            self.prometheus_url,
+            queue_names=list(self.spec.queue_names),
+            vhost=self._vhost,
+            queue_type=self.spec.queue_type,
+        )
+        self._prometheus = source
+        watch = BrokerWatch(source, self._on_broker_sample)
+        self._tasks.append(
+            asyncio.create_task(self._watch_prometheus(watch), name="flowdeck-prometheus")
+        )
+
+    async def _watch_prometheus(self, watch: BrokerWatch) -> None:
+        try:
+            await watch.run(self._collectors_stop)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broker-side source never stops the run
+            self._event(EventKind.SOURCE_STALE, f"Prometheus watch ended: {exc}")
+
+    async def _keep_prometheus_range(self, ended: float) -> None:
+        """Ask Prometheus for the broker's series over the run and hand them to the recorder."""
+        source, self._prometheus = self._prometheus, None
+        if source is None:
+            return
+        try:
+            rows = await source.range_query(self.started_at, ended)
+        except SourceError as exc:
+            self._event(EventKind.SOURCE_STALE, f"Prometheus series of the run not kept: {exc}")
+        else:
+            self._recorder_call("prometheus_range", rows)
+            self._event(
+                EventKind.INFO,
+                f"kept {len(rows)} Prometheus samples of the run "
+                f"({len({(m, labels) for _, m, labels, _ in rows})} series)",
+            )
+        finally:
+            with contextlib.suppress(Exception):
+                await source.aclose()
+
+    # -- messages from workers and collectors ------------------------------------------------
+
+    def _on_message(self, message: WorkerMessage | WorkerFailed) -> None:
+        try:
+            if isinstance(message, ClientSnapshot):
+                self._aggregator.add(message)
+                self._recorder_call("snapshot", message)
+            elif isinstance(message, ChangeApplied):
+                pending = self._pending.get(message.change_id)
+                if pending is not None:
+                    pending.applied[message.worker] = message.at
+                    self._check_applied(message.change_id)
+            elif isinstance(message, WorkerEvent):
+                self._publish_event(message.event)
+            elif isinstance(message, WorkerReport):
+                self._reports[message.worker] = message
+                self._alive.discard(message.worker)
+            elif isinstance(message, WorkerFailed):
+                self._worker_failed(message)
+        except Exception:  # never let one odd message end the controller
+            log.exception("controller could not handle %r", type(message).__name__)
+
+    def _worker_failed(self, failure: WorkerFailed) -> None:
+        reason = f"worker {failure.worker}: {failure.reason}"
+        self._failures.append(reason)
+        self._alive.discard(failure.worker)
+        self._event(EventKind.ERROR, reason, detail={"worker": failure.worker})
+        for change_id in list(self._pending):
+            self._check_applied(change_id)
+        if self._state == "running" and self._finishing is None:
+            self._begin_finish(OUTCOME_FAILED, f"worker {failure.worker} failed: {failure.reason}")
+
+    def _on_broker_sample(self, sample: BrokerSample) -> None:
+        self.last_broker_sample = sample
+        self._recorder_call("broker", sample)
+        self._emit(sample)
+        source = sample.source
+        if sample.stale_reason != self._stale.get(source, ""):
+            if sample.stale_reason:
+                self._event(EventKind.SOURCE_STALE, f"{source}: {sample.stale_reason}")
+            else:
+                self._event(EventKind.SOURCE_RECOVERED, f"{source} answers again")
+            self._stale[source] = sample.stale_reason
+        if sample.stale:
+            return
+        for alarm, active in (("memory", sample.memory_alarm), ("disk", sample.disk_alarm)):
+            if active != self._alarms.get((source, alarm), False):
+                self._alarms[(source, alarm)] = active
+                kind = EventKind.ALARM_RAISED if active else EventKind.ALARM_CLEARED
+                state = "raised" if active else "cleared"
+                self._event(
+                    kind,
+                    f"{alarm} alarm {state} (from {source})",
+                    detail={"alarm": alarm, "source": source},
+                )
+
+    # -- changes and schedule ------------------------------------------------------------------
+
+    def _change_detail(self, change: Change, source: str) -> dict[str, Any]:
+        return {
+            "setting": change.setting.value,
+            "value": change.value,
+            "label": change.label,
+            "change": change.describe(),
+            "source": source,
+        }
+
+    def _check_applied(self, change_id: int) -> None:
+        pending = self._pending.get(change_id)
+        if pending is None:
+            return
+        waiting = pending.waiting_for & self._alive
+        if not waiting <= set(pending.applied):
+            return
+        del self._pending[change_id]
+        applied_at = max(pending.applied.values(), default=time.time())
+        change = pending.change
+        self.settings = apply_to_settings(self.settings, change)
+        detail = self._change_detail(change, pending.source)
+        detail.update(
+            requested_at=pending.requested_at,
+            applied_at=applied_at,
+            delay_s=round(applied_at - pending.requested_at, 6),
+            workers=len(pending.applied),
+        )
+        self._event(
+            EventKind.CHANGE_APPLIED,
+            f"change #{change_id} in effect in every worker after "
+            f"{applied_at - pending.requested_at:.3f} s: {change.describe()}",
+            at=applied_at,
+            change_id=change_id,
+            detail=detail,
+        )
+        self._phase_index += 1
+        self._phase = (
+            change.label if change.setting is Setting.MARK and change.label else (change.describe())
+        )
+        self._event(
+            EventKind.PHASE,
+            f"phase {self._phase_index}: {self._phase}",
+            at=applied_at,
+            change_id=change_id,
+            detail={"index": self._phase_index, "label": self._phase},
+        )
+
+    def _fire(self, step: ScheduleStep, *, early: bool = False) -> None:
+        try:
+            self.request(step.change, source="schedule")
+        except FlowdeckError as exc:
+            self._event(
+                EventKind.ERROR,
+                f"schedule step at {step.at:g} s ({step.change.describe()}) skipped: {exc}",
+            )
+        if early:
+            self._wake.set()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def _run_loop(self) -> None:
+        end_at = self.started_at + self.spec.duration
+        next_tick = self.started_at + 1.0
+        while self._state == "running":
+            now = time.time()
+            while self._schedule and self.started_at + self._schedule[0].at <= now:
+                self._fire(self._schedule.pop(0))
+            if now >= next_tick:
+                self._tick(now)
+                next_tick = max(next_tick + 1.0, now + 0.5)
+            if now >= end_at:
+                self._begin_finish(OUTCOME_COMPLETED, "duration reached")
+                return
+            wake_at = min(next_tick, end_at)
+            if self._schedule:
+                wake_at = min(wake_at, self.started_at + self._schedule[0].at)
+            self._wake.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(0.0, wake_at - time.time()))
+
+    def _tick(self, now: float, final: Counters | None = None) -> Tick:
+        """Aggregate and publish one Tick; ``final`` gives the closing totals from the
+        workers' reports (later than their last snapshot)."""
+        agg = self._aggregator.tick(now)
+        for error in agg.errors:
+            if error not in self._errors:
+                self._errors.append(error)
+        step = self.next_step
+        target = agg.target_rate
+        if not self._aggregator.totals.published and target == 0 and not self.settings.paused:
+            target = self.settings.rate * self.settings.publishers
+        tick = Tick(
+            at=now,
+            elapsed=now - self.started_at,
+            duration=self.spec.duration,
+            target_rate=target,
+            publish_rate=agg.rates.publish,
+            confirm_rate=agg.rates.confirm,
+            consume_rate=agg.rates.consume,
+            nack_rate=agg.rates.nack,
+            return_rate=agg.rates.ret,
+            totals=final if final is not None else agg.totals,
+            pending_confirms=agg.pending_confirms,
+            unacked=agg.unacked,
+            connections=agg.connections,
+            blocked=agg.blocked,
+            settings=self.settings,
+            pending=self.pending,
+            latency=agg.latency,
+            phase=self._phase,
+            phase_index=self._phase_index,
+            next_step_at=step.at if step else None,
+            next_step=step.change if step else None,
+            workers=len(self._alive),
+        )
+        self.last_tick = tick
+        self._emit(tick)
+        return tick
+
+    # -- the end -------------------------------------------------------------------------------
+
+    def _begin_finish(self, outcome: str, reason: str) -> None:
+        if self._finishing is None:
+            self._state = "stopping"
+            self._wake.set()
+            self._finishing = asyncio.create_task(
+                self._finish(outcome, reason), name="flowdeck-finish"
+            )
+
+    async def _finish(self, outcome: str, reason: str) -> RunSummary:
+        self._load_ended_at = time.time()
+        self._event(
+            EventKind.DRAIN,
+            f"publishing stopped ({reason}); consumers drain for up to {self._drain_seconds:g} s",
+            at=self._load_ended_at,
+            detail={"drain_seconds": self._drain_seconds},
+        )
+        for worker in sorted(self._alive):
+            self._hosts[worker].send(Stop(self._drain_seconds))
+        deadline = self._drain_seconds + REPORT_GRACE
+        for worker, host in sorted(self._hosts.items()):
+            try:
+                await asyncio.wait_for(host.wait(), deadline)
+            except TimeoutError:
+                host.kill()
+                self._failures.append(
+                    f"worker {worker} did not report within {deadline:g} s and was killed"
+                )
+        ended = time.time()
+        reports = [self._reports[w] for w in sorted(self._reports)]
+        final = sum((r.counters for r in reports), Counters()) if reports else None
+        self._tick(ended, final)
+        self._collectors_stop.set()
+        for task in self._tasks:
+            if task is not asyncio.current_task():
+                task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._keep_prometheus_range(ended)
+        if self._failures and outcome != OUTCOME_FAILED:
+            outcome = OUTCOME_FAILED
+        safety = (
+            data_safety(reports, confirms=self.spec.confirms)
+            if reports
+            else DataSafety(0, 0, 0, 0, 0, 0, 0, 0, 0, confirms=self.spec.confirms)
+        )
+        errors = [*self._failures, *self._errors, *(e for r in reports for e in r.errors)]
+        if self._cleanup:
+            try:
+                deleted = await topology.delete_queues(self._uri, self.spec.queue_names)
+                self._event(EventKind.INFO, f"deleted {deleted} queue(s) of the run")
+            except FlowdeckError as exc:
+                errors.append(f"queues not deleted: {exc}")
+        load_seconds = max(1e-9, self._load_ended_at - self.started_at)
+        summary = RunSummary(
+            name=self.spec.name,
+            started=self.started_at,
+            ended=ended,
+            outcome=outcome,
+            stop_reason=reason,
+            safety=safety,
+            publish_rate=safety.published / load_seconds,
+            confirm_rate=safety.confirmed / load_seconds,
+            consume_rate=safety.consumed / load_seconds,
+            latency=self._aggregator.run_latency(),
+            phases=self._phase_index + 1,
+            session_dir=str(self.session_dir) if self.session_dir else None,
+            recording_error=self._recording_error,
+            errors=tuple(dict.fromkeys(mask_uris(e) for e in errors)),
+        )
+        self._event(
+            EventKind.RUN_STOPPED,
+            f"run {outcome}: {reason}",
+            at=ended,
+            detail={"outcome": outcome, "reason": reason},
+        )
+        self._close_recorder(outcome, summary.to_json(), ended, reason)
+        if self._recording_error and not summary.recording_error:
+            summary = replace(summary, recording_error=self._recording_error)
+        self.summary = summary
+        self._state = "ended"
+        self._emit(summary)
+        return summary
+
+    # -- recorder and listeners --------------------------------------------------------------
+
+    def _recorder_call(self, method: str, *args: Any) -> None:
+        if self._recorder is None:
+            return
+        try:
+            getattr(self._recorder, method)(*args)
+        except Exception as exc:  # recording trouble never stops the run
+            self._recording_error = f"recording stopped: {exc}"
+            self._recorder = None
+            return
+        error = getattr(self._recorder, "error", None)
+        if error:
+            self._recording_error = str(error)
+
+    def _close_recorder(
+        self, outcome: str, summary: Mapping[str, Any], at: float, reason: str
+    ) -> None:
+        if self._recorder is not None:
+            self._recorder_call("close", outcome, summary, at, reason)
+            self._recorder = None
+
+    def _event(
+        self,
+        kind: EventKind,
+        message: str,
+        *,
+        at: float | None = None,
+        change_id: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> RunEvent:
+        event = RunEvent(
+            at=time.time() if at is None else at,
+            kind=kind,
+            message=mask_uris(message),
+            change_id=change_id,
+            detail=dict(detail or {}),
+        )
+        self._publish_event(event)
+        return event
+
+    def _publish_event(self, event: RunEvent) -> None:
+        self.events.append(event)
+        self._recorder_call("event", event)
+        self._emit(event)
+
+    def _emit(self, update: Update) -> None:
+        for listener in list(self._listeners):
+            try:
+                listener(update)
+            except Exception:  # a broken screen must not break the run
+                log.exception("listener %r failed", listener)

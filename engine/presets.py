@@ -1,0 +1,147 @@
+"""Built-in presets: the seed benchmarks, ready to run and to scale down.
+
+``bench1``..``bench5`` reproduce "Quorum Queues and Flow Control - Stress Tests": quorum
+queues with ``x-max-in-memory-length = 0``, 1 kB messages, confirms with an in-flight
+limit of 100% of the per-publisher target rate and a prefetch equal to that rate (as the
+write-up used throughout). ``-sweep`` variants step the in-flight limit through the
+write-up's percentages, one phase each; ``-multi-sweep`` variants add the multiple-flag
+acks (ack interval 10% of prefetch) where the write-up tested them. ``low-latency`` is the
+single-queue PerfTest set-up of the low-latency write-up.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from engine.change import Change, Setting
+from engine.errors import SpecError
+from engine.spec import RunSpec, ScheduleStep
+
+#: Seconds each in-flight limit is held in a sweep preset.
+SWEEP_PHASE_SECONDS = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class _Benchmark:
+    number: int
+    publishers: int
+    rate: int
+    queues: int
+    consumers: int
+    sweep_percent: tuple[float, ...]
+    sweep_limits: tuple[int, ...]  # the limits the write-up used (its rounding, kept)
+    multi_ack: bool  # the write-up also ran it with multiple-flag acks
+
+
+_BENCHMARKS = (
+    _Benchmark(1, 20, 1000, 10, 20, (1, 2, 5, 10, 20, 100), (10, 20, 50, 100, 200, 1000), False),
+    _Benchmark(2, 20, 2000, 10, 20, (1, 2, 5, 10, 20, 100), (20, 40, 100, 200, 400, 2000), True),
+    _Benchmark(3, 500, 30, 100, 500, (6, 10, 20, 50, 100, 200), (2, 3, 6, 12, 30, 60), False),
+    _Benchmark(4, 500, 60, 100, 500, (5, 10, 20, 50, 100, 200), (3, 6, 12, 24, 60, 120), True),
+    _Benchmark(5, 1000, 100, 200, 1000, (2, 5, 10, 20, 50, 100), (2, 5, 10, 20, 50, 100), True),
+)
+
+
+def _bench(b: _Benchmark) -> RunSpec:
+    return RunSpec(
+        name=f"bench{b.number}",
+        description=(
+            f"seed benchmark #{b.number}: {b.publishers} publishers x {b.rate} msg/s, "
+            f"{b.queues} quorum queues, {b.consumers} consumers, 1 kB messages, "
+            f"in-flight {b.rate} (100%), prefetch {b.rate}"
+        ),
+        queues=b.queues,
+        queue_type="quorum",
+        queue_args={"x-max-in-memory-length": 0},
+        queue_pattern=f"flowdeck-bench{b.number}-%d",
+        publishers=b.publishers,
+        rate=float(b.rate),
+        message_size=1000,
+        confirms=True,
+        inflight=b.rate,
+        persistent=True,
+        consumers=b.consumers,
+        prefetch=b.rate,
+        ack_every=1,
+        duration=300.0,
+    )
+
+
+def _sweep(b: _Benchmark, multi: bool) -> RunSpec:
+    base = _bench(b)
+    limits = b.sweep_limits
+    steps = tuple(
+        ScheduleStep(i * SWEEP_PHASE_SECONDS, Change(Setting.INFLIGHT, float(limit)))
+        for i, limit in enumerate(limits)
+    )
+    percents = ", ".join(
+        f"{p:g}% ({limit})" for p, limit in zip(b.sweep_percent, limits, strict=True)
+    )
+    ack_every = max(1, b.rate // 10) if multi else 1
+    acks = f", multiple-flag acks every {ack_every}" if multi else ""
+    return replace(
+        base,
+        name=f"bench{b.number}-{'multi-' if multi else ''}sweep",
+        description=(
+            f"seed benchmark #{b.number} in-flight sweep: {b.publishers} publishers x "
+            f"{b.rate} msg/s, {b.queues} quorum queues, {b.consumers} consumers; "
+            f"in-flight {percents} of the target rate, {SWEEP_PHASE_SECONDS:g} s each{acks}"
+        ),
+        inflight=limits[0],
+        ack_every=ack_every,
+        duration=SWEEP_PHASE_SECONDS * len(limits),
+        schedule=steps,
+    )
+
+
+def _low_latency() -> RunSpec:
+    return RunSpec(
+        name="low-latency",
+        description=(
+            "low-latency PerfTest set-up: one non-durable queue (x-max-length 10000), "
+            "1 publisher at 100 msg/s without confirms, 1 auto-ack consumer, 1000-byte bodies"
+        ),
+        queues=1,
+        queue_type="classic",
+        queue_args={"x-max-length": 10000},
+        queue_pattern="perf-test-%d",
+        queue_pattern_from=0,
+        durable=False,
+        publishers=1,
+        rate=100.0,
+        message_size=1000,
+        confirms=False,
+        inflight=0,
+        persistent=False,
+        consumers=1,
+        prefetch=0,
+        ack_every=1,
+        auto_ack=True,
+        duration=60.0,
+    )
+
+
+def _build() -> dict[str, RunSpec]:
+    specs: list[RunSpec] = []
+    for b in _BENCHMARKS:
+        specs.append(_bench(b))
+        specs.append(_sweep(b, multi=False))
+        if b.multi_ack:
+            specs.append(_sweep(b, multi=True))
+    specs.append(_low_latency())
+    return {s.name: s for s in specs}
+
+
+PRESETS: dict[str, RunSpec] = _build()
+DEFAULT_PRESET = "bench1-sweep"
+
+
+def preset(name: str, scale: float = 1.0) -> RunSpec:
+    """The preset called ``name``, scaled by ``scale``."""
+    try:
+        spec = PRESETS[name]
+    except KeyError:
+        raise SpecError(
+            "preset", f"unknown preset {name!r}; `flowdeck presets` lists: {', '.join(PRESETS)}"
+        ) from None
+    return spec.scaled(scale)

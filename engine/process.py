@@ -1,0 +1,292 @@
+"""Where workers run: in the controller's own loop, or one process each.
+
+Both hosts run the same worker runtime, ``run_worker(assignment, commands, emit)``, and
+deliver what it emits to the controller's ``on_message`` on the controller's loop, so the
+controller cannot tell them apart.
+
+A worker process is started with the "spawn" context (no forked asyncio state, works the
+same everywhere). Booting a fresh interpreter and importing the runtime takes a second or
+more on a busy machine, and a publisher's rate schedule starts at the run's ``start_at``: a
+worker that started late would burst to catch up. So the child boots and imports first,
+says it is ready, and only then receives its assignment with a common ``start_at`` that the
+controller fixes once every worker is ready.
+
+The child ignores SIGINT: Ctrl-C in a terminal reaches the whole process group, and the
+controller, not the workers, decides how a run stops (drain, flush acks, report).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import multiprocessing
+import multiprocessing.connection
+import signal
+import threading
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from engine.commands import WorkerAssignment, WorkerCommand, WorkerMessage
+from engine.errors import FlowdeckError
+from engine.snapshot import WorkerReport
+
+log = logging.getLogger(__name__)
+
+#: The worker runtime the controller uses unless told otherwise (``module:function``).
+DEFAULT_RUNTIME = "engine.worker:run_worker"
+
+Runtime = Callable[
+    [WorkerAssignment, "asyncio.Queue[WorkerCommand]", Callable[[WorkerMessage], None]],
+    Awaitable[WorkerReport],
+]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerFailed:
+    """A worker ended without a report: its runtime raised, or its process died."""
+
+    worker: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Ready:
+    """Child -> parent: the interpreter is up and the runtime imported."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Finished:
+    """Child -> parent: the runtime returned or raised; nothing follows."""
+
+
+OnMessage = Callable[[WorkerMessage | WorkerFailed], None]
+
+
+def load_runtime(path: str) -> Runtime:
+    """The runtime function named ``module:function``."""
+    module_name, _, function = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+        runtime: Runtime = getattr(module, function)
+    except (ImportError, AttributeError) as exc:
+        raise FlowdeckError(
+            f"worker runtime {path!r} cannot be loaded ({exc}); is flowdeck fully installed?"
+        ) from None
+    return runtime
+
+
+def install_uvloop() -> bool:
+    """Use uvloop for new event loops where it is installed; True when it is."""
+    try:
+        import uvloop  # optional, and only wanted in worker processes
+    except ImportError:
+        return False
+    asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+    return True
+
+
+class WorkerHost(Protocol):
+    worker: int
+
+    def send(self, command: WorkerCommand) -> None: ...
+    async def wait(self) -> WorkerReport | None: ...
+    def kill(self) -> None: ...
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc) or type(exc).__name__
+    return text if isinstance(exc, FlowdeckError) else f"{type(exc).__name__}: {text}"
+
+
+class InProcessWorker:
+    """A worker running as a task on the controller's loop (workers = 0)."""
+
+    def __init__(
+        self, assignment: WorkerAssignment, runtime: Runtime, on_message: OnMessage
+    ) -> None:
+        self.worker = assignment.worker
+        self._commands: asyncio.Queue[WorkerCommand] = asyncio.Queue()
+        self._on_message = on_message
+        self._task = asyncio.create_task(
+            self._run(assignment, runtime), name=f"flowdeck-worker-{self.worker}"
+        )
+
+    async def _run(self, assignment: WorkerAssignment, runtime: Runtime) -> WorkerReport | None:
+        try:
+            report = await runtime(assignment, self._commands, self._on_message)
+        except asyncio.CancelledError:
+            self._on_message(WorkerFailed(self.worker, "worker was cancelled"))
+            return None
+        except Exception as exc:
+            log.debug("worker %d failed", self.worker, exc_info=True)
+            self._on_message(WorkerFailed(self.worker, _describe(exc)))
+            return None
+        self._on_message(report)
+        return report
+
+    def send(self, command: WorkerCommand) -> None:
+        self._commands.put_nowait(command)
+
+    async def wait(self) -> WorkerReport | None:
+        return await asyncio.shield(self._task)
+
+    def kill(self) -> None:
+        self._task.cancel()
+
+
+def _child_main(
+    conn: multiprocessing.connection.Connection, worker: int, runtime_path: str
+) -> None:
+    """Entry point of a worker process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    logging.basicConfig(level=logging.WARNING, format=f"worker {worker}: %(message)s")
+    install_uvloop()
+    try:
+        runtime = load_runtime(runtime_path)
+    except FlowdeckError as exc:
+        conn.send(WorkerFailed(worker, str(exc)))
+        conn.send(_Finished())
+        return
+    conn.send(_Ready())
+    try:
+        assignment = conn.recv()
+    except (EOFError, OSError):
+        return  # the controller went away before the run started
+    except Exception as exc:
+        conn.send(WorkerFailed(worker, f"cannot read the run's assignment: {_describe(exc)}"))
+        conn.send(_Finished())
+        return
+    send_lock = threading.Lock()
+
+    def send(message: Any) -> None:
+        # The controller may be gone; the worker still stops by its own deadline.
+        with send_lock, contextlib.suppress(BrokenPipeError, OSError):
+            conn.send(message)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        commands: asyncio.Queue[WorkerCommand] = asyncio.Queue()
+
+        def pump() -> None:
+            # Commands arrive on a thread so the event loop never blocks on the pipe.
+            while True:
+                try:
+                    command = conn.recv()
+                except (EOFError, OSError):
+                    return
+                loop.call_soon_threadsafe(commands.put_nowait, command)
+
+        threading.Thread(target=pump, name="flowdeck-commands", daemon=True).start()
+        try:
+            report = await runtime(assignment, commands, send)
+        except Exception as exc:
+            send(WorkerFailed(worker, _describe(exc)))
+            log.debug("%s", traceback.format_exc())
+        else:
+            send(report)
+
+    try:
+        asyncio.run(main())
+    finally:
+        send(_Finished())
+
+
+class ProcessWorker:
+    """A worker in a process of its own, bridged to the controller's loop by a pipe.
+
+    Create it with :meth:`spawn`, wait for :meth:`ready`, then :meth:`begin` the run.
+    """
+
+    def __init__(self, worker: int, runtime_path: str, on_message: OnMessage) -> None:
+        self.worker = worker
+        self._on_message = on_message
+        self._loop = asyncio.get_running_loop()
+        context = multiprocessing.get_context("spawn")
+        self._conn, child_conn = context.Pipe(duplex=True)
+        self._process = context.Process(
+            target=_child_main,
+            args=(child_conn, worker, runtime_path),
+            name=f"flowdeck-worker-{worker}",
+            daemon=True,
+        )
+        self._process.start()
+        child_conn.close()
+        self._ready: asyncio.Future[None] = self._loop.create_future()
+        self._done: asyncio.Future[WorkerReport | None] = self._loop.create_future()
+        self._send_lock = threading.Lock()
+        self._reader = threading.Thread(
+            target=self._read, name=f"flowdeck-worker-{worker}-reader", daemon=True
+        )
+        self._reader.start()
+
+    def _read(self) -> None:
+        report: WorkerReport | None = None
+        failed = False
+        while True:
+            try:
+                message = self._conn.recv()
+            except (EOFError, OSError):
+                break
+            except Exception as exc:  # an unpicklable message: say so, keep reading
+                self._post(WorkerFailed(self.worker, f"unreadable worker message: {exc}"))
+                continue
+            if isinstance(message, _Finished):
+                break
+            if isinstance(message, _Ready):
+                self._loop.call_soon_threadsafe(self._set_ready)
+                continue
+            if isinstance(message, WorkerReport):
+                report = message
+            if isinstance(message, WorkerFailed):
+                failed = True
+            self._post(message)
+        self._process.join(timeout=5)
+        if report is None and not failed:
+            code = self._process.exitcode
+            self._post(WorkerFailed(self.worker, f"worker process ended (exit code {code})"))
+        self._loop.call_soon_threadsafe(self._finish, report)
+
+    def _post(self, message: WorkerMessage | WorkerFailed) -> None:
+        # RuntimeError: the controller's loop is closed, nobody is listening any more.
+        with contextlib.suppress(RuntimeError):
+            self._loop.call_soon_threadsafe(self._on_message, message)
+
+    def _set_ready(self) -> None:
+        if not self._ready.done():
+            self._ready.set_result(None)
+
+    def _finish(self, report: WorkerReport | None) -> None:
+        self._set_ready()
+        if not self._done.done():
+            self._done.set_result(report)
+
+    async def ready(self) -> bool:
+        """True once the child has booted; False when it died first."""
+        await self._ready
+        return not self._done.done()
+
+    def begin(self, assignment: WorkerAssignment) -> None:
+        self._write(assignment)
+
+    def send(self, command: WorkerCommand) -> None:
+        self._write(command)
+
+    def _write(self, message: object) -> None:
+        # The process may be gone; its reader thread reports why.
+        with self._send_lock, contextlib.suppress(BrokenPipeError, OSError):
+            self._conn.send(message)
+
+    async def wait(self) -> WorkerReport | None:
+        return await asyncio.shield(self._done)
+
+    def kill(self) -> None:
+        if self._process.is_alive():
+            self._process.kill()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid

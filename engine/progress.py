@@ -1,0 +1,143 @@
+"""What the controller tells its front-ends: a Tick each second and a RunSummary at the end.
+
+The TUI dashboard and the headless progress lines read only these (and BrokerSample and
+RunEvent), so both show the same figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from engine.change import Change
+from engine.latency import LatencyKind, SendBasis
+from engine.snapshot import Counters, Settings
+
+
+@dataclass(frozen=True, slots=True)
+class Percentiles:
+    """Latency percentiles in milliseconds over some window; ``count`` samples."""
+
+    count: int
+    p50: float
+    p75: float
+    p95: float
+    p99: float
+    max: float
+
+
+@dataclass(frozen=True, slots=True)
+class PendingChange:
+    """A change asked for and not yet in force in every worker."""
+
+    change_id: int
+    change: Change
+    requested_at: float
+    source: str  # "operator", "schedule", "api"
+    workers_done: int
+    workers_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    """The run, aggregated over all workers, once a second.
+
+    Rates are msg/s over the last interval; ``latency`` maps (kind, basis) to percentiles
+    over the last interval (absent when nothing was measured). ``settings`` are the values
+    in force (the last applied); ``pending`` the changes on their way.
+    """
+
+    at: float
+    elapsed: float
+    duration: float
+    target_rate: float
+    publish_rate: float
+    confirm_rate: float
+    consume_rate: float
+    nack_rate: float
+    return_rate: float
+    totals: Counters
+    pending_confirms: int
+    unacked: int
+    connections: int
+    blocked: int
+    settings: Settings
+    pending: tuple[PendingChange, ...] = ()
+    latency: Mapping[tuple[LatencyKind, SendBasis], Percentiles] = field(default_factory=dict)
+    phase: str = ""
+    phase_index: int = 0
+    next_step_at: float | None = None  # elapsed seconds of the next schedule step
+    next_step: Change | None = None
+    workers: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class DataSafety:
+    """End-of-run accounting of every message, merged across all workers.
+
+    ``lost`` = confirmed by the broker but never consumed; ``unconfirmed`` = published but
+    neither confirmed nor nacked when the run ended (e.g. in flight when a node died).
+    Without publisher confirms (``confirms`` false) the broker vouches for nothing: loss
+    cannot be assessed and ``unconfirmed`` is 0, as no confirm was awaited.
+    """
+
+    published: int
+    confirmed: int
+    nacked: int
+    returned: int
+    consumed: int
+    redelivered: int
+    duplicates: int
+    unconfirmed: int
+    lost: int
+    confirms: bool = True
+
+    def to_json(self) -> dict[str, int | bool]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """The end of a run: what ran, how it ended, what it achieved, what was lost."""
+
+    name: str
+    started: float
+    ended: float
+    outcome: str
+    stop_reason: str
+    safety: DataSafety
+    publish_rate: float  # mean msg/s over the run
+    confirm_rate: float
+    consume_rate: float
+    latency: Mapping[tuple[LatencyKind, SendBasis], Percentiles] = field(default_factory=dict)
+    phases: int = 1
+    session_dir: str | None = None
+    recording_error: str = ""
+    errors: tuple[str, ...] = ()
+
+    @property
+    def duration(self) -> float:
+        return self.ended - self.started
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "started": self.started,
+            "ended": self.ended,
+            "duration_s": round(self.duration, 3),
+            "outcome": self.outcome,
+            "stop_reason": self.stop_reason,
+            "safety": self.safety.to_json(),
+            "publish_rate": self.publish_rate,
+            "confirm_rate": self.confirm_rate,
+            "consume_rate": self.consume_rate,
+            "latency_ms": {
+                f"{kind.value}_{basis.value}": asdict(p)
+                for (kind, basis), p in self.latency.items()
+            },
+            "phases": self.phases,
+            "session_dir": self.session_dir,
+            "recording_error": self.recording_error,
+            "errors": list(self.errors),
+        }

@@ -1,0 +1,1 @@
+"""Recording runs as sessions on disk (``format`` is the contract the reports read)."""

@@ -1,0 +1,300 @@
+"""The session format: the one contract between recording and reporting.
+
+A session is a directory (documented column by column in ``docs/session-format.md``)::
+
+    <root>/<session id>/
+        manifest.json          spec (passwords masked), versions, host, times, outcome
+        events.jsonl           one RunEvent per line, appended and flushed as they happen
+        client/part-NNNNN.parquet     per worker per second (CLIENT_SCHEMA)
+        latency/part-NNNNN.parquet    per worker per second histogram buckets (LATENCY_SCHEMA)
+        broker/part-NNNNN.parquet     per broker poll (BROKER_SCHEMA)
+        queues/part-NNNNN.parquet     per broker poll per queue (QUEUE_SCHEMA)
+        prometheus/part-NNNNN.parquet the run window's Prometheus range query (PROMETHEUS_SCHEMA)
+
+Parts are written to a hidden temporary name (``.part-NNNNN.parquet.tmp``, which Spark and
+:func:`part_files` skip), synced and renamed into place, so every part file that exists
+reads; a session whose manifest still says ``running`` and whose recorder is gone is
+incomplete.
+
+Versions: a reader reads every older version and newer minor versions (extra columns are
+dropped by :func:`conform`); it refuses a newer major version. 1.1 added the client
+table's ``errors`` column (null in 1.0 sessions) and the manifest's ``recording_error``;
+1.2 the ``drain`` event, where publishing stopped and the consumers' drain began.
+This module imports only pyarrow and the standard library: the Spark report job may use
+it and nothing else of flowdeck.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+SCHEMA_VERSION = "1.2"
+SCHEMA_MAJOR = 1
+
+MANIFEST = "manifest.json"
+EVENTS = "events.jsonl"
+CLIENT_DIR = "client"
+LATENCY_DIR = "latency"
+BROKER_DIR = "broker"
+QUEUES_DIR = "queues"
+PROMETHEUS_DIR = "prometheus"
+PART_PATTERN = "part-{:05d}.parquet"
+
+# Outcomes in the manifest.
+OUTCOME_RUNNING = "running"  # written at start; still there after a crash or SIGKILL
+OUTCOME_COMPLETED = "completed"  # ran its full duration
+OUTCOME_STOPPED = "stopped"  # stopped early by the operator (Ctrl-C, stop key, SIGTERM)
+OUTCOME_FAILED = "failed"  # ended by an error
+OUTCOME_INCOMPLETE = "incomplete"  # what readers report for "running" with no live recorder
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+CLIENT_SCHEMA = pa.schema(
+    [
+        pa.field("ts", TIMESTAMP, nullable=False),  # end of the interval
+        pa.field("elapsed_s", pa.float64(), nullable=False),  # since run start
+        pa.field("worker", pa.int32(), nullable=False),
+        pa.field("interval_s", pa.float64(), nullable=False),
+        # messages in this interval (differences of the cumulative counters)
+        pa.field("published", pa.int64(), nullable=False),
+        pa.field("confirmed", pa.int64(), nullable=False),
+        pa.field("nacked", pa.int64(), nullable=False),
+        pa.field("returned", pa.int64(), nullable=False),
+        pa.field("consumed", pa.int64(), nullable=False),
+        pa.field("acked", pa.int64(), nullable=False),
+        pa.field("redelivered", pa.int64(), nullable=False),
+        pa.field("duplicates", pa.int64(), nullable=False),
+        pa.field("errors", pa.int64()),  # errors the worker reported; null before format 1.1
+        # gauges at the end of the interval
+        pa.field("pending_confirms", pa.int64(), nullable=False),
+        pa.field("unacked", pa.int64(), nullable=False),
+        pa.field("connections", pa.int32(), nullable=False),
+        pa.field("blocked_connections", pa.int32(), nullable=False),
+        pa.field("target_rate", pa.float64(), nullable=False),  # msg/s, 0 = unlimited
+        # settings in force at the end of the interval
+        pa.field("inflight", pa.int32(), nullable=False),
+        pa.field("prefetch", pa.int32(), nullable=False),
+        pa.field("ack_every", pa.int32(), nullable=False),
+        pa.field("rate", pa.float64(), nullable=False),  # per publisher
+        pa.field("publishers", pa.int32(), nullable=False),
+        pa.field("consumers", pa.int32(), nullable=False),
+        pa.field("paused", pa.bool_(), nullable=False),
+    ]
+)
+
+#: Latency bucket rows are recorded at 2 significant digits (bucket width under 1% of the
+#: value), coarser than the engine's live 3-digit histograms: a 3-digit histogram of one
+#: worker-second at 10,000 msg/s has thousands of buckets, which would make recording cost
+#: per-message work. 3-digit buckets nest in 2-digit ones, so the recorded rows are exactly
+#: HDR's 2-digit histogram of the same latencies, and percentiles merged from them are
+#: HDR's percentiles at that precision.
+LATENCY_SIGNIFICANT_DIGITS = 2
+
+LATENCY_SCHEMA = pa.schema(
+    [
+        pa.field("ts", TIMESTAMP, nullable=False),
+        pa.field("elapsed_s", pa.float64(), nullable=False),
+        pa.field("worker", pa.int32(), nullable=False),
+        pa.field("kind", pa.string(), nullable=False),  # "e2e" | "confirm"
+        pa.field("basis", pa.string(), nullable=False),  # "actual" | "intended"
+        # the bucket's highest equivalent value at LATENCY_SIGNIFICANT_DIGITS
+        pa.field("value_us", pa.int64(), nullable=False),
+        pa.field("count", pa.int64(), nullable=False),
+    ]
+)
+
+BROKER_SCHEMA = pa.schema(
+    [
+        pa.field("ts", TIMESTAMP, nullable=False),  # when the poll finished
+        pa.field("elapsed_s", pa.float64(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),  # "management" | "prometheus"
+        pa.field("age_s", pa.float64(), nullable=False),
+        pa.field("stale_reason", pa.string(), nullable=False),  # "" when fresh
+        pa.field("statistics_interval_s", pa.float64(), nullable=False),
+        pa.field("mem_used", pa.int64()),  # bytes, summed over nodes
+        pa.field("mem_limit", pa.int64()),
+        pa.field("mem_alarm", pa.bool_(), nullable=False),
+        pa.field("disk_free", pa.int64()),  # bytes, smallest over nodes
+        pa.field("disk_free_limit", pa.int64()),
+        pa.field("disk_alarm", pa.bool_(), nullable=False),
+        pa.field("publish_rate", pa.float64()),  # msg/s broker-wide
+        pa.field("confirm_rate", pa.float64()),
+        pa.field("deliver_rate", pa.float64()),
+        pa.field("ack_rate", pa.float64()),
+        pa.field("redeliver_rate", pa.float64()),
+        pa.field("unconfirmed", pa.int64()),
+        pa.field("unacked", pa.int64()),
+        pa.field("queue_ready", pa.int64()),  # summed over the run's queues
+        pa.field("queue_unacked", pa.int64()),
+        pa.field("connections", pa.int64()),
+        pa.field("connections_blocked", pa.int64()),
+        pa.field("connections_blocking", pa.int64()),
+    ]
+)
+
+QUEUE_SCHEMA = pa.schema(
+    [
+        pa.field("ts", TIMESTAMP, nullable=False),
+        pa.field("elapsed_s", pa.float64(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("queue", pa.string(), nullable=False),
+        pa.field("vhost", pa.string(), nullable=False),
+        pa.field("type", pa.string(), nullable=False),
+        pa.field("ready", pa.int64(), nullable=False),
+        pa.field("unacked", pa.int64(), nullable=False),
+        pa.field("consumers", pa.int64(), nullable=False),
+        pa.field("publish_rate", pa.float64()),
+        pa.field("deliver_rate", pa.float64()),
+    ]
+)
+
+PROMETHEUS_SCHEMA = pa.schema(
+    [
+        pa.field("ts", TIMESTAMP, nullable=False),
+        pa.field("metric", pa.string(), nullable=False),  # the PromQL expression's name
+        pa.field("labels", pa.string(), nullable=False),  # JSON object of the series' labels
+        pa.field("value", pa.float64(), nullable=False),
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    CLIENT_DIR: CLIENT_SCHEMA,
+    LATENCY_DIR: LATENCY_SCHEMA,
+    BROKER_DIR: BROKER_SCHEMA,
+    QUEUES_DIR: QUEUE_SCHEMA,
+    PROMETHEUS_DIR: PROMETHEUS_SCHEMA,
+}
+
+
+class SessionFormatError(Exception):
+    """A session that this version of flowdeck cannot read; the message says why."""
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    """The manifest's fields. ``spec`` is the RunSpec as plain values with passwords masked.
+
+    ``end`` and ``summary`` are None until the run ends; ``outcome`` is one of the OUTCOME_*
+    values. ``versions`` holds flowdeck, RabbitMQ, Erlang and Python versions.
+    """
+
+    session_id: str
+    schema_version: str
+    name: str
+    spec: dict[str, Any]
+    start: float
+    end: float | None
+    outcome: str
+    host: str
+    versions: dict[str, str]
+    recorder_pid: int | None = None
+    summary: dict[str, Any] | None = None
+    stop_reason: str = ""
+    recording_error: str = ""  # why recording stopped early; "" when it did not
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "session_id": self.session_id,
+            "schema_version": self.schema_version,
+            "name": self.name,
+            "spec": self.spec,
+            "start": self.start,
+            "end": self.end,
+            "outcome": self.outcome,
+            "host": self.host,
+            "versions": self.versions,
+            "recorder_pid": self.recorder_pid,
+            "summary": self.summary,
+            "stop_reason": self.stop_reason,
+            "recording_error": self.recording_error,
+        }
+
+
+def check_schema_version(version: str, where: str) -> None:
+    """Refuse sessions written by a newer major version of the format."""
+    try:
+        major = int(str(version).split(".")[0])
+    except ValueError:
+        raise SessionFormatError(
+            f"{where}: schema_version {version!r} is not a version number"
+        ) from None
+    if major > SCHEMA_MAJOR:
+        raise SessionFormatError(
+            f"{where}: written with session format {version}, newer than this flowdeck reads "
+            f"({SCHEMA_VERSION}); upgrade flowdeck to read it"
+        )
+
+
+def read_manifest(session_dir: Path) -> Manifest:
+    """Read and check a manifest; older minor and major versions read, newer majors refuse."""
+    path = session_dir / MANIFEST
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise SessionFormatError(f"{session_dir}: not a session (no {MANIFEST})") from None
+    except (OSError, ValueError) as exc:
+        raise SessionFormatError(f"{path}: unreadable manifest: {exc}") from None
+    if not isinstance(raw, dict):
+        raise SessionFormatError(f"{path}: manifest is not a JSON object")
+    check_schema_version(raw.get("schema_version", "0"), str(path))
+    try:
+        return Manifest(
+            session_id=str(raw["session_id"]),
+            schema_version=str(raw["schema_version"]),
+            name=str(raw.get("name", "")),
+            spec=dict(raw.get("spec") or {}),
+            start=float(raw["start"]),
+            end=None if raw.get("end") is None else float(raw["end"]),
+            outcome=str(raw.get("outcome", OUTCOME_RUNNING)),
+            host=str(raw.get("host", "")),
+            versions={str(k): str(v) for k, v in (raw.get("versions") or {}).items()},
+            recorder_pid=raw.get("recorder_pid"),
+            summary=raw.get("summary"),
+            stop_reason=str(raw.get("stop_reason", "")),
+            recording_error=str(raw.get("recording_error") or ""),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SessionFormatError(f"{path}: manifest field missing or wrong: {exc}") from None
+
+
+def part_files(table_dir: Path) -> list[Path]:
+    """A table's part files in writing order; temporary and hidden files are not parts."""
+    if not table_dir.is_dir():
+        return []
+    return sorted(
+        path
+        for path in table_dir.iterdir()
+        if path.suffix == ".parquet" and not path.name.startswith((".", "_"))
+    )
+
+
+def conform(table: pa.Table, schema: pa.Schema, where: str) -> pa.Table:
+    """``table`` in exactly ``schema``'s columns and types, whatever version wrote it.
+
+    A column an older version did not write is added as nulls when the schema allows
+    nulls (as 1.0's missing ``errors``); a column a newer minor version added is dropped.
+    A missing required column or a type that does not convert raises SessionFormatError.
+    """
+    columns = []
+    for schema_field in schema:
+        if schema_field.name in table.column_names:
+            column = table.column(schema_field.name)
+            if column.type != schema_field.type:
+                try:
+                    column = column.cast(schema_field.type)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+                    raise SessionFormatError(
+                        f"{where}: column {schema_field.name!r} is {column.type}, "
+                        f"expected {schema_field.type}: {exc}"
+                    ) from None
+            columns.append(column)
+        elif schema_field.nullable:
+            columns.append(pa.nulls(table.num_rows, schema_field.type))
+        else:
+            raise SessionFormatError(f"{where}: required column {schema_field.name!r} is missing")
+    return pa.Table.from_arrays(columns, schema=schema)

@@ -1,0 +1,111 @@
+"""ClientSnapshot: what one worker reports once a second, and the end-of-run report.
+
+Counters are cumulative since the worker started (a lost or late snapshot loses no
+counts; rates are differences of consecutive snapshots). Latency histograms cover only
+the interval since the worker's previous snapshot, HDR-encoded (see ``engine.latency``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from engine.latency import LatencyKind, SendBasis
+
+
+@dataclass(frozen=True, slots=True)
+class Counters:
+    """Cumulative message counts of one worker (or of all workers, summed)."""
+
+    published: int = 0
+    confirmed: int = 0
+    nacked: int = 0
+    returned: int = 0
+    consumed: int = 0
+    acked: int = 0
+    redelivered: int = 0
+    duplicates: int = 0
+
+    def __add__(self, other: Counters) -> Counters:
+        return Counters(
+            *(getattr(self, n) + getattr(other, n) for n in self.__dataclass_fields__)
+        )
+
+    def __sub__(self, other: Counters) -> Counters:
+        return Counters(
+            *(getattr(self, n) - getattr(other, n) for n in self.__dataclass_fields__)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The steerable settings as a worker has them in force right now."""
+
+    inflight: int
+    prefetch: int
+    ack_every: int
+    rate: float
+    publishers: int
+    consumers: int
+    paused: bool = False
+    #: How long a small read is held so the next brings more (fewer wake-ups); the engine
+    #: switches it on only under load. 0 = off.
+    read_hold_ms: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClientSnapshot:
+    """One worker's state at ``at`` (unix seconds); counters cumulative, latency per interval.
+
+    ``interval`` is the seconds since this worker's previous snapshot. ``target_rate`` is the
+    sum of the worker's publishers' target rates (0 = as fast as possible). ``blocked`` counts
+    this worker's connections the broker has blocked (connection.blocked) right now;
+    ``blocked_reasons`` carries the broker's reasons (e.g. ``low on memory``).
+    """
+
+    worker: int
+    at: float
+    interval: float
+    counters: Counters
+    pending_confirms: int
+    unacked: int
+    connections: int
+    blocked: int
+    settings: Settings
+    target_rate: float
+    latency: Mapping[tuple[LatencyKind, SendBasis], bytes] = field(default_factory=dict)
+    blocked_reasons: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SequenceRanges:
+    """Sequence numbers of one publisher as sorted, non-overlapping ``[start, end)`` ranges.
+
+    Compact for the usual case (confirms and deliveries mostly in order), exact always.
+    """
+
+    publisher: int
+    ranges: tuple[tuple[int, int], ...]
+
+    def count(self) -> int:
+        return sum(end - start for start, end in self.ranges)
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerReport:
+    """What a worker knows at the end of a run, for the data-safety accounting.
+
+    ``confirmed`` and ``nacked`` hold, per publisher this worker ran, the sequences the broker
+    confirmed or nacked; ``consumed`` holds, per publisher id seen by this worker's consumers,
+    the distinct sequences consumed. The controller merges all workers' reports: confirmed
+    minus consumed across every worker is what was lost.
+    """
+
+    worker: int
+    counters: Counters
+    confirmed: tuple[SequenceRanges, ...] = ()
+    nacked: tuple[SequenceRanges, ...] = ()
+    published_unconfirmed: int = 0
+    consumed: tuple[SequenceRanges, ...] = ()
+    errors: tuple[str, ...] = ()

@@ -1,0 +1,467 @@
+"""RunSpec: one validated, immutable description of a load run.
+
+A spec comes from a TOML file, a built-in preset or CLI flags; all three use the field
+names of ``FIELDS`` below, which is also what drives validation, the CLI flags and the
+TUI form. Scale a spec to a small machine with :meth:`RunSpec.scaled`.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
+
+from engine.change import Change, Setting, format_number, parse_change
+from engine.errors import SpecError
+
+QueueType = Literal["classic", "quorum", "stream"]
+ExchangeType = Literal["direct", "fanout", "topic", "headers"]
+QueueArgValue = int | float | str | bool
+
+QUEUE_TYPES: tuple[QueueType, ...] = ("classic", "quorum", "stream")
+EXCHANGE_TYPES: tuple[ExchangeType, ...] = ("direct", "fanout", "topic", "headers")
+
+#: Bytes a message body needs for publisher id, sequence and the two send times.
+BODY_HEADER_SIZE = 28
+#: The shared broker most machines have; a spec with no uri runs on a private local node.
+LOCAL_URI = "amqp://guest:guest@localhost:5672/%2F"
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleStep:
+    """A change the run makes by itself ``at`` seconds after it started."""
+
+    at: float
+    change: Change
+
+
+@dataclass(frozen=True, slots=True)
+class FieldInfo:
+    """How one RunSpec field is typed, bounded and explained."""
+
+    kind: type
+    help: str
+    low: float | None = None
+    high: float | None = None
+    choices: tuple[str, ...] = ()
+    unit: str = ""
+
+
+FIELDS: dict[str, FieldInfo] = {
+    "name": FieldInfo(str, "name of the run, shown in sessions and reports"),
+    "description": FieldInfo(str, "what the run reproduces or tries out"),
+    "uri": FieldInfo(
+        str,
+        "AMQP URI of the broker (amqp:// or amqps://, vhost in the path); "
+        "empty = a private local RabbitMQ node flowdeck starts and stops",
+    ),
+    "management_url": FieldInfo(str, "management API base URL; empty = derived from uri"),
+    "prometheus_url": FieldInfo(str, "Prometheus server URL; empty = no Prometheus"),
+    "queues": FieldInfo(int, "number of queues", 1, 10_000),
+    "queue_type": FieldInfo(str, "queue type", choices=QUEUE_TYPES),
+    "lazy": FieldInfo(bool, "classic queues in lazy mode"),
+    "queue_args": FieldInfo(dict, "queue arguments, e.g. x-max-length = 10000"),
+    "queue_pattern": FieldInfo(str, "queue name pattern; %d is replaced by the queue number"),
+    "queue_pattern_from": FieldInfo(int, "first queue number for the pattern", 0, 1_000_000),
+    "durable": FieldInfo(bool, "durable queues (and exchange)"),
+    "exchange": FieldInfo(str, "exchange to publish to; empty = the default exchange"),
+    "exchange_type": FieldInfo(str, "exchange type", choices=EXCHANGE_TYPES),
+    "routing_key": FieldInfo(str, "routing key; empty = each publisher's queue name"),
+    "publishers": FieldInfo(int, "number of publishers (one connection each)", 0, 10_000),
+    "rate": FieldInfo(
+        float,
+        "messages per second per publisher; 0 = as fast as possible",
+        0,
+        10_000_000,
+        unit="msg/s",
+    ),
+    "message_size": FieldInfo(
+        int, "message body size", BODY_HEADER_SIZE, 64 * 1024 * 1024, unit="bytes"
+    ),
+    "confirms": FieldInfo(bool, "use publisher confirms"),
+    "inflight": FieldInfo(
+        int, "in-flight limit: most unconfirmed messages per publisher; 0 = no limit", 0, 1_000_000
+    ),
+    "persistent": FieldInfo(bool, "publish persistent messages (delivery mode 2)"),
+    "mandatory": FieldInfo(bool, "publish with the mandatory flag (unroutable messages return)"),
+    "consumers": FieldInfo(int, "number of consumers (one connection each)", 0, 10_000),
+    "prefetch": FieldInfo(int, "basic.qos prefetch per consumer; 0 = unlimited", 0, 65_535),
+    "ack_every": FieldInfo(int, "ack every N deliveries (multiple flag when > 1)", 1, 65_535),
+    "auto_ack": FieldInfo(bool, "consume with automatic acknowledgement"),
+    "duration": FieldInfo(float, "how long the run lasts", 1, 7 * 24 * 3600, unit="s"),
+    "workers": FieldInfo(int, "worker processes; 0 = in-process, -1 = one per spare core", -1, 64),
+    "schedule": FieldInfo(list, 'timed changes: [{at = 60, change = "inflight=200"}, ...]'),
+}
+
+#: Fields a spec file may set that are not run settings but instructions to the loader.
+LOADER_KEYS = frozenset({"preset", "scale"})
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """Everything a run needs, validated on construction (see ``FIELDS``)."""
+
+    name: str = "custom"
+    description: str = ""
+    uri: str = ""
+    management_url: str = ""
+    prometheus_url: str = ""
+    queues: int = 1
+    queue_type: QueueType = "classic"
+    lazy: bool = False
+    queue_args: Mapping[str, QueueArgValue] = field(default_factory=dict)
+    queue_pattern: str = "flowdeck-%d"
+    queue_pattern_from: int = 1
+    durable: bool = True
+    exchange: str = ""
+    exchange_type: ExchangeType = "direct"
+    routing_key: str = ""
+    publishers: int = 1
+    rate: float = 0.0
+    message_size: int = 1000
+    confirms: bool = True
+    inflight: int = 1000
+    persistent: bool = True
+    mandatory: bool = False
+    consumers: int = 1
+    prefetch: int = 1000
+    ack_every: int = 1
+    auto_ack: bool = False
+    duration: float = 60.0
+    workers: int = -1
+    schedule: tuple[ScheduleStep, ...] = ()
+
+    def __post_init__(self) -> None:
+        for name, info in FIELDS.items():
+            if name in ("queue_args", "schedule"):
+                continue
+            _check_field(name, info, getattr(self, name))
+        _check_uri(self.uri)
+        if "%d" not in self.queue_pattern and self.queues > 1:
+            raise SpecError(
+                "queue_pattern",
+                f"queue_pattern must contain %d when queues > 1, got {self.queue_pattern!r}",
+            )
+        object.__setattr__(self, "queue_args", _check_queue_args(self.queue_args))
+        for index, step in enumerate(self.schedule):
+            if not 0 <= step.at < self.duration:
+                raise SpecError(
+                    f"schedule[{index}].at",
+                    f"schedule[{index}].at must be 0..{format_number(self.duration)} s "
+                    f"(within duration), got {format_number(step.at)}",
+                )
+        if list(self.schedule) != sorted(self.schedule, key=lambda s: s.at):
+            raise SpecError("schedule", "schedule steps must be in time order")
+        self._check_combinations()
+
+    def _check_combinations(self) -> None:
+        if self.queue_type == "stream" and self.auto_ack:
+            raise SpecError(
+                "auto_ack",
+                "stream queues need manual acks and a prefetch; set auto_ack = false",
+            )
+        if self.queue_type == "stream" and self.consumers and self.prefetch == 0:
+            raise SpecError(
+                "prefetch", "stream queues need a prefetch > 0 for their consumers, got 0"
+            )
+        if self.queue_type != "classic" and not self.durable:
+            raise SpecError(
+                "durable",
+                f"{self.queue_type} queues must be durable (RabbitMQ refuses transient ones); "
+                "set durable = true or use classic queues",
+            )
+        if self.lazy and self.queue_type != "classic":
+            raise SpecError("lazy", f"lazy mode applies to classic queues, not {self.queue_type}")
+        if not self.auto_ack and 0 < self.prefetch < self.ack_every:
+            raise SpecError(
+                "ack_every",
+                f"ack_every ({self.ack_every}) must not exceed prefetch ({self.prefetch}): "
+                "consumers would stall waiting for deliveries the broker will not send; "
+                "lower ack_every or raise prefetch",
+            )
+
+    # -- derived values -----------------------------------------------------------------
+
+    @property
+    def target_rate(self) -> float:
+        """Total target publish rate in msg/s; 0 means as fast as possible."""
+        return self.rate * self.publishers
+
+    def queue_name(self, index: int) -> str:
+        """Name of queue ``index`` (0-based) from the pattern."""
+        number = self.queue_pattern_from + index
+        return self.queue_pattern.replace("%d", str(number))
+
+    @property
+    def queue_names(self) -> tuple[str, ...]:
+        return tuple(self.queue_name(i) for i in range(self.queues))
+
+    def setting(self, setting: Setting) -> float:
+        """Current value of a steerable setting as the spec starts it."""
+        return float(getattr(self, _SETTING_FIELDS[setting]))
+
+    def with_change(self, change: Change) -> RunSpec:
+        """The spec with an absolute numeric change applied (used to track settings)."""
+        if change.setting not in _SETTING_FIELDS or change.value is None:
+            return self
+        name = _SETTING_FIELDS[change.setting]
+        kind = FIELDS[name].kind
+        return replace(self, **{name: kind(change.value)})
+
+    def scaled(self, factor: float) -> RunSpec:
+        """Counts and rates shrunk (or grown) proportionally so a preset fits a machine.
+
+        Publishers, consumers and queues scale by ``factor`` (at least 1 each where the spec
+        had any); the per-publisher rate stays, so the total target rate scales too. Limits
+        per client (in-flight, prefetch, ack interval) stay as they are: they are what the
+        experiment varies.
+        """
+        if not 0 < factor <= 100:
+            raise SpecError("scale", f"scale must be in (0, 100], got {format_number(factor)}")
+        if factor == 1:
+            return self
+
+        def count(n: int) -> int:
+            return 0 if n == 0 else max(1, round(n * factor))
+
+        steps = tuple(ScheduleStep(s.at, _scale_change(s.change, count)) for s in self.schedule)
+        return replace(
+            self,
+            publishers=count(self.publishers),
+            consumers=count(self.consumers),
+            queues=count(self.queues),
+            schedule=steps,
+            description=f"{self.description} (scale {format_number(factor)})".strip(),
+        )
+
+    def with_duration(self, duration: float) -> RunSpec:
+        """The spec lasting ``duration`` seconds, its schedule stretched or squeezed to keep
+        each step at the same fraction of the run (a 6-phase sweep stays 6 phases).
+        """
+        factor = duration / self.duration
+        steps = tuple(ScheduleStep(round(s.at * factor, 3), s.change) for s in self.schedule)
+        return replace(self, duration=duration, schedule=steps)
+
+    def to_mapping(self) -> dict[str, Any]:
+        """Plain values with the spec's field names, as a TOML spec file holds them."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "schedule":
+                value = [{"at": s.at, "change": s.change.describe()} for s in value]
+            elif f.name == "queue_args":
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+    def redacted(self) -> dict[str, Any]:
+        """``to_mapping`` with every password masked: safe to record and show."""
+        out = self.to_mapping()
+        for key in ("uri", "management_url", "prometheus_url"):
+            out[key] = mask_password(out[key])
+        return out
+
+
+_SETTING_FIELDS: dict[Setting, str] = {
+    Setting.INFLIGHT: "inflight",
+    Setting.PREFETCH: "prefetch",
+    Setting.ACK_EVERY: "ack_every",
+    Setting.RATE: "rate",
+    Setting.PUBLISHERS: "publishers",
+    Setting.CONSUMERS: "consumers",
+}
+
+
+def _scale_change(change: Change, count: Any) -> Change:
+    if change.setting in (Setting.PUBLISHERS, Setting.CONSUMERS) and change.value is not None:
+        if change.relative:
+            scaled = math.copysign(count(abs(int(change.value))), change.value)
+            return Change(change.setting, scaled, relative=True)
+        return Change(change.setting, count(int(change.value)))
+    return change
+
+
+def mask_password(url: str) -> str:
+    """The URL with its password replaced by ``***``; unchanged when it has none."""
+    if not url:
+        return url
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    host = parts.hostname or ""
+    if ":" in host:
+        host = f"[{host}]"
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    user = quote(unquote(parts.username or ""), safe="")
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def _check_field(name: str, info: FieldInfo, value: Any) -> None:
+    if info.kind is bool:
+        if not isinstance(value, bool):
+            raise SpecError(name, f"{name} must be true or false, got {value!r}")
+        return
+    if info.kind is str:
+        if not isinstance(value, str):
+            raise SpecError(name, f"{name} must be text, got {value!r}")
+        if info.choices and value not in info.choices:
+            raise SpecError(name, f"{name} must be one of {', '.join(info.choices)}, got {value!r}")
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise SpecError(name, f"{name} must be a number, got {value!r}")
+    if info.kind is int and not float(value).is_integer():
+        raise SpecError(name, f"{name} must be a whole number, got {value!r}")
+    if not math.isfinite(value):
+        raise SpecError(name, f"{name} must be a finite number, got {value!r}")
+    low = info.low if info.low is not None else -math.inf
+    high = info.high if info.high is not None else math.inf
+    if not low <= value <= high:
+        unit = f" {info.unit}" if info.unit else ""
+        raise SpecError(
+            name,
+            f"{name} must be {format_number(low)}..{format_number(high)}{unit}, "
+            f"got {format_number(value)}",
+        )
+
+
+def _check_uri(uri: str) -> None:
+    if not uri:
+        return
+    parts = urlsplit(uri)
+    if parts.scheme not in ("amqp", "amqps"):
+        raise SpecError(
+            "uri", f"uri must start with amqp:// or amqps://, got {mask_password(uri)!r}"
+        )
+    if not parts.hostname:
+        raise SpecError("uri", f"uri needs a host, got {mask_password(uri)!r}")
+    try:
+        parts.port  # noqa: B018 - raises ValueError for a bad port
+    except ValueError:
+        raise SpecError("uri", f"uri has a bad port: {mask_password(uri)!r}") from None
+
+
+def _check_queue_args(args: Any) -> Mapping[str, QueueArgValue]:
+    if not isinstance(args, Mapping):
+        raise SpecError("queue_args", f"queue_args must be a table of name = value, got {args!r}")
+    checked: dict[str, QueueArgValue] = {}
+    for key, value in args.items():
+        if not isinstance(key, str) or not key:
+            raise SpecError("queue_args", f"queue_args names must be text, got {key!r}")
+        if not isinstance(value, int | float | str | bool):
+            raise SpecError(
+                f"queue_args.{key}",
+                f"queue_args.{key} must be a number, text or true/false, got {value!r}",
+            )
+        checked[key] = value
+    return _FrozenArgs(checked)
+
+
+class _FrozenArgs(dict[str, QueueArgValue]):
+    """A dict that refuses changes, so a frozen RunSpec stays frozen all the way down."""
+
+    def __hash__(self) -> int:  # type: ignore[override]
+        return hash(tuple(sorted(self.items())))
+
+    def __reduce__(self) -> tuple[type[_FrozenArgs], tuple[dict[str, QueueArgValue]]]:
+        # Pickle (a spec going to a worker process) rebuilds it whole instead of by items.
+        return (_FrozenArgs, (dict(self),))
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("RunSpec.queue_args cannot be changed; use dataclasses.replace")
+
+    __setitem__ = _refuse
+    __delitem__ = _refuse
+    update = _refuse
+    pop = _refuse  # type: ignore[assignment]
+    clear = _refuse
+    setdefault = _refuse  # type: ignore[assignment]
+
+
+def spec_from_mapping(values: Mapping[str, Any], base: RunSpec | None = None) -> RunSpec:
+    """Build a spec from field names and plain values (a TOML table, parsed CLI flags).
+
+    Unknown fields are errors; values are checked by :class:`RunSpec`. ``base`` supplies
+    the fields not given (a preset the file or flags refine).
+    """
+    unknown = sorted(set(values) - set(FIELDS))
+    if unknown:
+        raise SpecError(
+            unknown[0],
+            f"unknown field {unknown[0]!r}; known fields: {', '.join(FIELDS)}",
+        )
+    kwargs: dict[str, Any] = {}
+    for key, value in values.items():
+        if key == "schedule":
+            kwargs[key] = parse_schedule(value)
+        elif FIELDS[key].kind is float and isinstance(value, int) and not isinstance(value, bool):
+            kwargs[key] = float(value)
+        else:
+            kwargs[key] = value
+    try:
+        return replace(base, **kwargs) if base is not None else RunSpec(**kwargs)
+    except TypeError as exc:  # a value of a type dataclasses cannot even take
+        raise SpecError("spec", f"invalid spec: {exc}") from None
+
+
+def parse_schedule(raw: Any) -> tuple[ScheduleStep, ...]:
+    """Schedule steps from ``[{at = 60, change = "inflight=200"}, ...]``."""
+    if not isinstance(raw, list | tuple):
+        raise SpecError("schedule", f"schedule must be a list of steps, got {raw!r}")
+    steps = []
+    for index, item in enumerate(raw):
+        where = f"schedule[{index}]"
+        if isinstance(item, ScheduleStep):
+            steps.append(item)
+            continue
+        if not isinstance(item, Mapping) or set(item) != {"at", "change"}:
+            raise SpecError(
+                where, f'{where} must be {{at = SECONDS, change = "setting=value"}}, got {item!r}'
+            )
+        at = item["at"]
+        if isinstance(at, bool) or not isinstance(at, int | float) or not math.isfinite(at):
+            raise SpecError(f"{where}.at", f"{where}.at must be seconds, got {at!r}")
+        if not isinstance(item["change"], str):
+            raise SpecError(
+                f"{where}.change", f"{where}.change must be text, got {item['change']!r}"
+            )
+        try:
+            change = parse_change(item["change"])
+        except SpecError as exc:
+            raise SpecError(f"{where}.change", f"{where}.change: {exc.message}") from None
+        steps.append(ScheduleStep(float(at), change))
+    return tuple(steps)
+
+
+def load_spec_file(path: Path, scale: float | None = None) -> RunSpec:
+    """Read a TOML spec file. A file may start from a preset (``preset = "bench2"``) and
+    set ``scale``; the other keys are RunSpec fields.
+    """
+    from engine.presets import preset  # presets build on this module
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError("spec", f"cannot read spec file {path}: {exc.strerror}") from None
+    try:
+        values = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError("spec", f"spec file {path} is not valid TOML: {exc}") from None
+    base = None
+    if "preset" in values:
+        name = values.pop("preset")
+        if not isinstance(name, str):
+            raise SpecError("preset", f"preset must be a preset name, got {name!r}")
+        base = preset(name)
+    file_scale = values.pop("scale", None)
+    if file_scale is not None and (
+        isinstance(file_scale, bool) or not isinstance(file_scale, int | float)
+    ):
+        raise SpecError("scale", f"scale must be a number, got {file_scale!r}")
+    spec = spec_from_mapping(values, base)
+    factor = scale if scale is not None else file_scale
+    return spec.scaled(float(factor)) if factor is not None else spec

@@ -1,0 +1,262 @@
+"""The run's exchange, queues and bindings: declared before workers start, deleted on request.
+
+This is the slow path (a handful of declarations per run), so it uses aio-pika. It also
+answers "can this broker take this spec?" before any load starts: the broker must be
+reachable with the given credentials and vhost, queues that already exist must have the
+same type and arguments, and the broker must have sockets for every client connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import aio_pika
+import aiormq.exceptions
+import httpx
+from aio_pika.abc import AbstractConnection, ExchangeType
+
+from engine.amqp.connection import tls_advice, tls_hint
+from engine.errors import BrokerUnavailable, FlowdeckError
+from engine.spec import RunSpec
+from engine.tls import context_for_uri
+
+CONNECT_TIMEOUT = 10.0
+
+# aiormq logs a failed connect at ERROR before raising it; flowdeck reports the exception
+# itself as one line, so without a handler of the application's the log must not reach
+# stderr through logging's last-resort handler (a library's NullHandler, as logging advises).
+for _library in ("aiormq", "aio_pika"):
+    logging.getLogger(_library).addHandler(logging.NullHandler())
+
+
+def queue_arguments(spec: RunSpec) -> dict[str, Any]:
+    """The x-arguments a queue of this spec is declared with."""
+    args: dict[str, Any] = dict(spec.queue_args)
+    if spec.queue_type != "classic":
+        args["x-queue-type"] = spec.queue_type
+    if spec.lazy:
+        args["x-queue-mode"] = "lazy"
+    return args
+
+
+def broker_address(uri: str) -> str:
+    """``host:port/vhost`` of an AMQP URI, for messages (never the password)."""
+    parts = urlsplit(uri)
+    port = amqp_port(uri)
+    vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
+    return f"{parts.hostname}:{port} vhost {vhost!r}"
+
+
+async def connect(uri: str, *, timeout: float = CONNECT_TIMEOUT) -> AbstractConnection:
+    """An aio-pika connection, or BrokerUnavailable saying what to check."""
+    where = broker_address(uri)
+    try:
+        context = context_for_uri(uri)  # TlsError (a FlowdeckError) for bad TLS files
+        return await asyncio.wait_for(
+            aio_pika.connect(uri, timeout=timeout, ssl_context=context), timeout + 1
+        )
+    except ssl.SSLError as exc:
+        raise BrokerUnavailable(f"TLS handshake with {where} failed: {tls_advice(exc)}") from None
+    except TimeoutError:
+        raise BrokerUnavailable(
+            f"broker at {where} did not answer within {timeout:g} s; is it running and reachable?"
+        ) from None
+    except aiormq.exceptions.ProbableAuthenticationError:
+        raise BrokerUnavailable(
+            f"broker at {where} refused the login of user "
+            f"{unquote(urlsplit(uri).username or 'guest')!r}; check the user and password "
+            "in the uri"
+        ) from None
+    except aiormq.exceptions.InvalidFrameError:
+        raise BrokerUnavailable(
+            f"broker at {where} refused the connection: the vhost does not exist or the user "
+            "may not use it; check the vhost in the uri (%2F is the default vhost '/')"
+        ) from None
+    except (aiormq.exceptions.AMQPConnectionError, ConnectionError, OSError) as exc:
+        hint = tls_hint(str(exc))
+        if hint is not None:
+            raise BrokerUnavailable(f"TLS handshake with {where} failed: {hint}") from None
+        advice = "is RabbitMQ running there?"
+        if urlsplit(uri).scheme == "amqp" and "reset" in str(exc).lower():
+            # A TLS listener drops a plain AMQP greeting at once.
+            advice = "if that port speaks TLS, use amqps:// (usually port 5671)"
+        raise BrokerUnavailable(
+            f"cannot connect to the broker at {where}: {exc}; {advice}"
+        ) from None
+    except aiormq.exceptions.AMQPError as exc:
+        raise BrokerUnavailable(f"broker at {where} failed the handshake: {exc}") from None
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """What a node can still take, from the management API's /api/nodes."""
+
+    node: str
+    sockets_used: int
+    sockets_total: int
+
+
+async def node_capacity(
+    management_url: str,
+    username: str,
+    password: str,
+    *,
+    timeout: float = 5.0,
+    verify: ssl.SSLContext | bool = True,
+) -> list[Capacity]:
+    """Each running node's socket use from the management API; empty when it does not
+    answer well (the check is a courtesy, the run does not depend on the API).
+    """
+    url = management_url.rstrip("/") + "/api/nodes?columns=name,sockets_used,sockets_total,running"
+    try:
+        async with httpx.AsyncClient(
+            timeout=timeout, auth=(username, password), verify=verify
+        ) as client:
+            response = await client.get(url)
+        if response.status_code != 200:
+            return []
+        nodes = response.json()
+        return [
+            Capacity(str(n["name"]), int(n["sockets_used"]), int(n["sockets_total"]))
+            for n in nodes
+            if n.get("running", True) and "sockets_total" in n and "sockets_used" in n
+        ]
+    except (httpx.HTTPError, ValueError, TypeError, KeyError):
+        return []
+
+
+async def amqp_listener_ports(
+    management_url: str,
+    username: str,
+    password: str,
+    *,
+    timeout: float = 5.0,
+    verify: ssl.SSLContext | bool = True,
+) -> set[int] | None:
+    """The AMQP ports of the broker a management API belongs to; None when it does not
+    answer well. Lets the controller notice a management URL guessed for the wrong broker
+    (two nodes on one host share ``host:15672`` as a guess, not as a fact).
+    """
+    url = management_url.rstrip("/") + "/api/overview?columns=listeners"
+    try:
+        async with httpx.AsyncClient(
+            timeout=timeout, auth=(username, password), verify=verify
+        ) as client:
+            response = await client.get(url)
+        if response.status_code != 200:
+            return None
+        listeners = response.json().get("listeners", [])
+        return {
+            int(item["port"])
+            for item in listeners
+            if str(item.get("protocol", "")).startswith("amqp")
+        }
+    except (httpx.HTTPError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
+def amqp_port(uri: str) -> int:
+    parts = urlsplit(uri)
+    return parts.port or (5671 if parts.scheme == "amqps" else 5672)
+
+
+def connections_needed(spec: RunSpec) -> int:
+    """One connection per publisher and per consumer, as PerfTest does."""
+    return spec.publishers + spec.consumers
+
+
+def check_capacity(spec: RunSpec, nodes: Iterable[Capacity]) -> None:
+    """Refuse a spec that needs more connections than the broker has sockets for."""
+    nodes = list(nodes)
+    if not nodes:
+        return
+    free = sum(max(0, n.sockets_total - n.sockets_used) for n in nodes)
+    needed = connections_needed(spec)
+    if needed > free:
+        total = sum(n.sockets_total for n in nodes)
+        raise FlowdeckError(
+            f"the run needs {needed} connections ({spec.publishers} publishers + "
+            f"{spec.consumers} consumers) but the broker has {free} of {total} sockets free; "
+            "lower publishers/consumers (e.g. --scale 0.1) or raise the broker's file "
+            "descriptor limit"
+        )
+
+
+def _exchange_type(spec: RunSpec) -> ExchangeType:
+    return ExchangeType(spec.exchange_type)
+
+
+def binding_keys(spec: RunSpec, queue_index: int) -> list[str]:
+    """Routing keys a queue is bound with on a named exchange.
+
+    Publishers route by ``routing_key`` when the spec sets one, else by their queue's name;
+    binding with both reaches the queue either way (fanout and headers ignore the key).
+    """
+    keys = [spec.queue_name(queue_index)]
+    if spec.routing_key and spec.routing_key not in keys:
+        keys.append(spec.routing_key)
+    return keys
+
+
+async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
+    """Declare the spec's exchange (if named), queues and bindings; the queue names."""
+    connection = await connect(uri)
+    try:
+        channel = await connection.channel()
+        exchange = None
+        if spec.exchange:
+            try:
+                exchange = await channel.declare_exchange(
+                    spec.exchange, _exchange_type(spec), durable=spec.durable
+                )
+            except aiormq.exceptions.ChannelPreconditionFailed as exc:
+                reason = exc.args[0] if exc.args else str(exc)
+                raise FlowdeckError(
+                    f"exchange {spec.exchange!r} exists with other settings than the spec "
+                    f"({spec.exchange_type}, durable={spec.durable}): {reason}; "
+                    "delete it or name another exchange"
+                ) from None
+        arguments = queue_arguments(spec)
+        for index, name in enumerate(spec.queue_names):
+            try:
+                queue = await channel.declare_queue(name, durable=spec.durable, arguments=arguments)
+            except aiormq.exceptions.ChannelPreconditionFailed as exc:
+                reason = exc.args[0] if exc.args else str(exc)
+                raise FlowdeckError(
+                    f"queue {name!r} exists with other settings than the spec ({reason}); "
+                    "delete it (flowdeck run --cleanup deletes a run's queues at the end) or "
+                    "use another queue_pattern"
+                ) from None
+            except aiormq.exceptions.AMQPError as exc:
+                raise FlowdeckError(
+                    f"the broker refused to declare queue {name!r}: {exc}"
+                ) from None
+            if exchange is not None:
+                for key in binding_keys(spec, index):
+                    await queue.bind(exchange, routing_key=key)
+        return spec.queue_names
+    finally:
+        await connection.close()
+
+
+async def delete_queues(uri: str, names: Sequence[str]) -> int:
+    """Delete the named queues (missing ones are fine); how many were deleted."""
+    connection = await connect(uri)
+    deleted = 0
+    try:
+        channel = await connection.channel()
+        for name in names:
+            try:
+                await channel.queue_delete(name)
+                deleted += 1
+            except aiormq.exceptions.AMQPError:
+                channel = await connection.channel()
+    finally:
+        await connection.close()
+    return deleted

@@ -1,0 +1,713 @@
+"""The worker runtime: one worker's share of publishers and consumers, steered by commands.
+
+``run_worker`` is what a worker host (in-process or a worker process) runs. It connects its
+clients (consumers first, so nothing published is missed; one connection per client, as
+PerfTest does, so a blocked publisher never stalls acks), starts publishing at the run's
+``start_at``, emits a :class:`ClientSnapshot` every second, applies :class:`ApplyChange`
+commands and reports each with :class:`ChangeApplied` once it is in force here, and on
+:class:`Stop` drains and returns its :class:`WorkerReport`. Topology is the controller's
+job; a worker declares nothing.
+
+It stops by itself at ``start_at + duration + 30 s`` if no Stop came, so a lost controller
+never leaves load running.
+
+A client whose connection drops (node killed, connection closed by the broker, heartbeat
+timeout) reconnects with exponential back-off until the run's end, re-opens its channel
+(confirm mode, qos, consume) and carries on with its counters and sequences; while any of
+the worker's connections is down the worker is in an *outage*, reported as
+OUTAGE_STARTED / OUTAGE_ENDED events with its length. A channel the broker closes (a
+publish to a deleted exchange) or a consumer it cancels (queue deleted) is an ERROR event
+with the broker's reply text, then re-opened with the same back-off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import Any
+
+from engine import latency as hdr
+from engine.amqp.connection import AmqpClosed, Connection, connect
+from engine.change import Setting
+from engine.commands import (
+    ApplyChange,
+    ChangeApplied,
+    Stop,
+    WorkerAssignment,
+    WorkerCommand,
+    WorkerEvent,
+    WorkerMessage,
+    global_id,
+    local_share,
+)
+from engine.consumer import Consumer, ConsumerTally
+from engine.errors import BrokerUnavailable
+from engine.events import EventKind, RunEvent
+from engine.latency import LatencyKind, SendBasis
+from engine.publisher import Publisher
+from engine.samples import LatencySamples, fold
+from engine.sequences import SequenceSet
+from engine.snapshot import ClientSnapshot, Counters, SequenceRanges, Settings, WorkerReport
+
+SNAPSHOT_INTERVAL = 1.0
+#: A worker that hears no Stop stops by itself this long after the run should have ended.
+STOP_GRACE = 30.0
+#: Clients connected at once while a worker starts or grows.
+CONNECT_CONCURRENCY = 64
+#: Messages per second on one connection above which reads are held (fewer wake-ups).
+READ_HOLD_ABOVE = 2000.0
+READ_HOLD_SECONDS = 0.001
+#: How long publishers may take to get their last confirms when stopping or removed.
+CONFIRM_WAIT = 10.0
+#: Reconnect back-off: first wait, growth per failed attempt, longest wait.
+RECONNECT_FIRST = 0.2
+RECONNECT_GROWTH = 2.0
+RECONNECT_LONGEST = 5.0
+#: A client that fails again this soon after recovering keeps its back-off growing.
+RECOVERY_SETTLE = 10.0
+
+
+async def run_worker(
+    assignment: WorkerAssignment,
+    commands: asyncio.Queue[WorkerCommand],
+    emit: Callable[[WorkerMessage], None],
+) -> WorkerReport:
+    """Run one worker until Stop (or the run's end plus a grace period); see module doc.
+
+    Raises :class:`BrokerUnavailable` when the clients cannot connect.
+    """
+    worker = _Worker(assignment, emit)
+    return await worker.run(commands)
+
+
+class _Worker:
+    def __init__(self, assignment: WorkerAssignment, emit: Callable[[WorkerMessage], None]) -> None:
+        self.assignment = assignment
+        self.spec = assignment.spec
+        self.index = assignment.worker
+        self.emit = emit
+        spec = self.spec
+        self.settings = Settings(
+            inflight=spec.inflight,
+            prefetch=spec.prefetch,
+            ack_every=spec.ack_every,
+            rate=spec.rate,
+            publishers=spec.publishers,
+            consumers=spec.consumers,
+        )
+        self.publishers: list[Publisher] = []
+        self.consumers: list[Consumer] = []
+        self.retired_publishers: list[Publisher] = []
+        self.retired_consumers: list[Consumer] = []
+        self.connections: dict[object, Connection] = {}  # client -> its connection
+        self._client_of: dict[int, Publisher | Consumer] = {}  # id(connection) -> client
+        self._recovering: dict[Publisher | Consumer, asyncio.Task[None]] = {}
+        self._backoff: dict[Publisher | Consumer, tuple[float, float]] = {}  # delay, ok at
+        self._outage_since: float | None = None
+        self._outage_reason = ""
+        self._outage_clients = 0
+        self._outage_unacked = 0
+        self.outages: list[float] = []  # lengths of the outages so far, seconds
+        self.next_sequence: dict[int, int] = {}
+        self.tally = ConsumerTally({})
+        self.confirm_latency = LatencySamples()
+        self.e2e_latency = LatencySamples()
+        self.errors: list[str] = []
+        self._new_errors: list[str] = []
+        self.run_start_ns = int(assignment.start_at * 1e9) - 1_000_000
+        self.publishing_started = False
+        self.stopping = False
+        self._last_snapshot = time.time()
+        self._last_counts: dict[int, int] = {}
+        self._read_hold = 0.0
+
+    # -- the run ------------------------------------------------------------------------
+
+    async def run(self, commands: asyncio.Queue[WorkerCommand]) -> WorkerReport:
+        spec = self.spec
+        deadline = self.assignment.start_at + spec.duration + STOP_GRACE
+        try:
+            await self._resize_consumers(self._share(spec.consumers))
+            await self._resize_publishers(self._share(spec.publishers))
+        except BaseException:
+            await self._close_all()
+            raise
+        snapshots = asyncio.create_task(self._snapshot_loop())
+        try:
+            delay = self.assignment.start_at - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self.publishing_started = True
+            for publisher in self.publishers:
+                publisher.start()
+            stop = await self._steer(commands, deadline)
+            report = await self._stop(stop.drain_seconds)
+        finally:
+            snapshots.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await snapshots
+            await self._close_all()
+        self._emit_snapshot()
+        return report
+
+    async def _steer(self, commands: asyncio.Queue[WorkerCommand], deadline: float) -> Stop:
+        while True:
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                self._event(
+                    EventKind.INFO,
+                    f"worker {self.index} heard no Stop by the end of the run plus "
+                    f"{STOP_GRACE:g} s and stops by itself",
+                )
+                return Stop()
+            try:
+                command = await asyncio.wait_for(commands.get(), remaining)
+            except TimeoutError:
+                continue
+            if isinstance(command, Stop):
+                return command
+            await self._apply(command)
+
+    async def _apply(self, command: ApplyChange) -> None:
+        change = command.change
+        setting = change.setting
+        value = change.value
+        try:
+            if setting is Setting.INFLIGHT and value is not None:
+                for publisher in self.publishers:
+                    publisher.set_inflight(int(value))
+                self.settings = replace(self.settings, inflight=int(value))
+            elif setting is Setting.PREFETCH and value is not None:
+                self.settings = replace(self.settings, prefetch=int(value))
+                await asyncio.gather(*(c.set_prefetch(int(value)) for c in self.consumers))
+            elif setting is Setting.ACK_EVERY and value is not None:
+                self.settings = replace(self.settings, ack_every=int(value))
+                for consumer in self.consumers:
+                    consumer.set_ack_every(int(value))
+            elif setting is Setting.RATE and value is not None:
+                self.settings = replace(self.settings, rate=float(value))
+                for publisher in self.publishers:
+                    publisher.set_rate(float(value))
+            elif setting is Setting.PUBLISHERS and value is not None:
+                self.settings = replace(self.settings, publishers=int(value))
+                await self._resize_publishers(self._share(int(value)))
+            elif setting is Setting.CONSUMERS and value is not None:
+                self.settings = replace(self.settings, consumers=int(value))
+                await self._resize_consumers(self._share(int(value)))
+            elif setting is Setting.PAUSE:
+                self.settings = replace(self.settings, paused=True)
+                for publisher in self.publishers:
+                    publisher.pause()
+            elif setting is Setting.RESUME:
+                self.settings = replace(self.settings, paused=False)
+                for publisher in self.publishers:
+                    publisher.resume()
+            # Setting.MARK: nothing changes in the clients.
+        except (BrokerUnavailable, AmqpClosed) as exc:
+            self._error(f"worker {self.index} could not fully apply {change.describe()}: {exc}")
+        self.emit(ChangeApplied(command.change_id, self.index, time.time()))
+
+    def _share(self, total: int) -> int:
+        return local_share(total, self.index, self.assignment.workers)
+
+    # -- clients ------------------------------------------------------------------------
+
+    @property
+    def _give_up_at(self) -> float:
+        """Reconnecting stops at the run's end: a run that ended needs no clients."""
+        return self.assignment.start_at + self.spec.duration
+
+    async def _connect(self, role: str, client_id: int) -> Connection:
+        name = f"flowdeck {self.spec.name} w{self.index} {role} {client_id}"
+        return await connect(
+            self.assignment.uri,
+            name,
+            on_blocked=self._on_blocked,
+            on_unblocked=self._on_unblocked,
+            on_lost=self._on_lost,
+        )
+
+    async def _resize_publishers(self, target: int) -> None:
+        workers = self.assignment.workers
+        while len(self.publishers) > target:
+            publisher = self.publishers.pop()
+            publisher.stop()
+            await publisher.wait_confirms(CONFIRM_WAIT)
+            self.next_sequence[publisher.publisher_id] = publisher.next_sequence
+            await self._close_client(publisher)
+            self.retired_publishers.append(publisher)
+        first = len(self.publishers)
+        ids = [global_id(i, self.index, workers) for i in range(first, target)]
+        added = await self._bounded_gather([self._new_publisher(pid) for pid in ids])
+        self.publishers.extend(added)
+        if self.publishing_started:
+            for publisher in added:
+                publisher.start()
+
+    async def _new_publisher(self, publisher_id: int) -> Publisher:
+        spec = self.spec
+        queue = spec.queue_name(publisher_id % spec.queues)
+        connection = await self._connect("publisher", publisher_id)
+        try:
+            channel = await self._publishing_channel(connection)
+        except AmqpClosed as exc:
+            await connection.close()
+            raise BrokerUnavailable(
+                f"publisher {publisher_id} could not open its channel: {exc}"
+            ) from None
+        publisher = Publisher(
+            publisher_id=publisher_id,
+            connection=connection,
+            channel=channel,
+            exchange=spec.exchange,
+            routing_key=spec.routing_key or queue,
+            message_size=spec.message_size,
+            persistent=spec.persistent,
+            mandatory=spec.mandatory,
+            confirms=spec.confirms,
+            inflight=self.settings.inflight,
+            rate=self.settings.rate,
+            first_sequence=self.next_sequence.get(publisher_id, 0),
+            confirm_latency=self.confirm_latency,
+        )
+        if self.settings.paused:
+            publisher.pause()
+        publisher.on_channel_lost = self._on_client_trouble
+        self._attach(publisher, connection)
+        return publisher
+
+    async def _publishing_channel(self, connection: Connection) -> Any:
+        channel = await connection.channel()
+        if self.spec.confirms:
+            await channel.confirm_select()
+        return channel
+
+    def _attach(self, client: Publisher | Consumer, connection: Connection) -> None:
+        old = self.connections.get(client)
+        if old is not None:
+            self._client_of.pop(id(old), None)
+        connection.read_hold = self._read_hold
+        self.connections[client] = connection
+        self._client_of[id(connection)] = client
+
+    async def _resize_consumers(self, target: int) -> None:
+        workers = self.assignment.workers
+        while len(self.consumers) > target:
+            consumer = self.consumers.pop()
+            await consumer.stop()
+            await self._close_client(consumer)
+            self.retired_consumers.append(consumer)
+        first = len(self.consumers)
+        ids = [global_id(i, self.index, workers) for i in range(first, target)]
+        self.consumers.extend(await self._bounded_gather([self._new_consumer(c) for c in ids]))
+
+    async def _new_consumer(self, consumer_id: int) -> Consumer:
+        spec = self.spec
+        queue = spec.queue_name(consumer_id % spec.queues)
+        arguments: dict[str, Any] | None = None
+        if spec.queue_type == "stream":
+            # From the run's start: earlier messages in the stream are not this run's.
+            start = datetime.fromtimestamp(int(self.assignment.start_at) - 1, tz=UTC)
+            arguments = {"x-stream-offset": start}
+        connection = await self._connect("consumer", consumer_id)
+        consumer = Consumer(
+            consumer_id=consumer_id,
+            connection=connection,
+            queue=queue,
+            prefetch=self.settings.prefetch,
+            ack_every=self.settings.ack_every,
+            auto_ack=spec.auto_ack,
+            arguments=arguments,
+            tally=self.tally,
+            latency=self.e2e_latency,
+            run_start_ns=self.run_start_ns,
+        )
+        try:
+            await consumer.start()
+        except AmqpClosed as exc:
+            await connection.close()
+            raise BrokerUnavailable(
+                f"consumer {consumer_id} could not consume from queue {queue!r}: {exc}; "
+                "the controller declares the queues before workers start"
+            ) from None
+        consumer.on_trouble = self._on_client_trouble
+        self._attach(consumer, connection)
+        return consumer
+
+    async def _bounded_gather(self, jobs: list[Any]) -> list[Any]:
+        gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
+
+        async def one(job: Any) -> Any:
+            async with gate:
+                return await job
+
+        results = await asyncio.gather(*(one(job) for job in jobs), return_exceptions=True)
+        failures = [r for r in results if isinstance(r, BaseException)]
+        done = [r for r in results if not isinstance(r, BaseException)]
+        if failures:
+            for client in done:
+                await self._close_client(client)
+            raise failures[0]
+        return done
+
+    async def _close_client(self, client: Publisher | Consumer) -> None:
+        task = self._recovering.pop(client, None)
+        if task is not None:
+            task.cancel()
+        connection = self.connections.pop(client, None)
+        if connection is not None:
+            self._client_of.pop(id(connection), None)
+            with contextlib.suppress(Exception):
+                await connection.close("flowdeck client removed")
+
+    async def _close_all(self) -> None:
+        connections = list(self.connections.values())
+        self.connections.clear()
+        await asyncio.gather(
+            *(c.close("flowdeck run finished") for c in connections), return_exceptions=True
+        )
+
+    # -- stopping -----------------------------------------------------------------------
+
+    async def _stop(self, drain_seconds: float) -> WorkerReport:
+        self.stopping = True
+        recovering = list(self._recovering.values())
+        for task in recovering:
+            task.cancel()
+        await asyncio.gather(*recovering, return_exceptions=True)
+        if self._outage_since is not None:
+            self._end_outage(ended=False)
+        for publisher in self.publishers:
+            publisher.stop()
+        await asyncio.gather(
+            *(p.wait_confirms(max(drain_seconds, CONFIRM_WAIT)) for p in self.publishers)
+        )
+        await self._drain(drain_seconds)
+        await asyncio.gather(*(c.stop() for c in self.consumers), return_exceptions=True)
+        return self._report()
+
+    async def _drain(self, drain_seconds: float) -> None:
+        """Let consumers take what is left in their queues, up to ``drain_seconds``.
+
+        Drained = every consumed queue reports no ready message and no delivery came for a
+        moment (prefetched messages still arriving); stream queues never empty, so for them
+        only the quiet moment counts.
+        """
+        live = [c for c in self.consumers if c.error is None]
+        if not live or drain_seconds <= 0:
+            return
+        deadline = time.monotonic() + drain_seconds
+        queues = sorted({c.queue for c in live})
+        probe_connection = live[0].connection
+        quiet_needed = 1.0 if self.spec.queue_type == "stream" else 0.3
+        last_consumed = self.tally.consumed
+        quiet_since = time.monotonic()
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            for consumer in live:
+                consumer.flush()
+            now = time.monotonic()
+            if self.tally.consumed != last_consumed:
+                last_consumed = self.tally.consumed
+                quiet_since = now
+                continue
+            if now - quiet_since < quiet_needed:
+                continue
+            if self.spec.queue_type == "stream" or await self._queues_empty(
+                probe_connection, queues
+            ):
+                return
+
+    async def _queues_empty(self, connection: Connection, queues: list[str]) -> bool:
+        try:
+            channel = await connection.channel()
+            try:
+                for queue in queues:
+                    if await channel.queue_message_count(queue):
+                        return False
+            finally:
+                await channel.close("drain check")
+        except AmqpClosed:
+            return True  # the queue is gone or the connection is: nothing left to drain
+        return True
+
+    def _report(self) -> WorkerReport:
+        confirmed: dict[int, SequenceSet] = {}
+        nacked: dict[int, SequenceSet] = {}
+        unconfirmed = 0
+        for publisher in self.retired_publishers + self.publishers:
+            kept, lost = publisher.report_ranges()
+            for target, ranges in ((confirmed, kept), (nacked, lost)):
+                merged = target.setdefault(publisher.publisher_id, SequenceSet())
+                for start, end in ranges.ranges:
+                    merged.add_range(start, end)
+            if self.spec.confirms:
+                unconfirmed += publisher.pending_confirms + publisher.abandoned
+            else:
+                unconfirmed += publisher.published
+        return WorkerReport(
+            worker=self.index,
+            counters=self._counters(),
+            confirmed=_ranges(confirmed),
+            nacked=_ranges(nacked),
+            published_unconfirmed=unconfirmed,
+            consumed=_ranges(self.tally.sequences),
+            errors=tuple(self.errors),
+        )
+
+    # -- snapshots ----------------------------------------------------------------------
+
+    async def _snapshot_loop(self) -> None:
+        next_at = time.monotonic() + SNAPSHOT_INTERVAL
+        while True:
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+            next_at += SNAPSHOT_INTERVAL
+            self._emit_snapshot()
+
+    def _counters(self) -> Counters:
+        publishers = self.retired_publishers + self.publishers
+        tally = self.tally
+        return Counters(
+            published=sum(p.published for p in publishers),
+            confirmed=sum(p.confirmed for p in publishers),
+            nacked=sum(p.nacked for p in publishers),
+            returned=sum(p.returned for p in publishers),
+            consumed=tally.consumed,
+            acked=tally.acked,
+            redelivered=tally.redelivered,
+            duplicates=tally.duplicates,
+        )
+
+    def _emit_snapshot(self) -> None:
+        now = time.time()
+        interval = now - self._last_snapshot
+        self._last_snapshot = now
+        self._adjust_read_hold(interval)
+        encoded: dict[tuple[LatencyKind, SendBasis], bytes] = {}
+        for kind, samples in (
+            (LatencyKind.CONFIRM, self.confirm_latency),
+            (LatencyKind.END_TO_END, self.e2e_latency),
+        ):
+            for basis, values in (
+                (SendBasis.ACTUAL, samples.actual),
+                (SendBasis.INTENDED, samples.intended),
+            ):
+                histogram = hdr.new_histogram()
+                fold(values, histogram)
+                encoded[(kind, basis)] = hdr.encode(histogram)
+        connections = [c for c in self.connections.values() if c.is_open]
+        reasons = sorted({c.blocked_reason for c in connections if c.blocked_reason})
+        settings = self.settings
+        publishing = not settings.paused and not self.stopping
+        rate = settings.rate * len(self.publishers) if publishing else 0.0
+        errors, self._new_errors = tuple(self._new_errors), []
+        self.emit(
+            ClientSnapshot(
+                worker=self.index,
+                at=now,
+                interval=interval,
+                counters=self._counters(),
+                pending_confirms=sum(p.pending_confirms for p in self.publishers),
+                unacked=sum(c.unacked for c in self.consumers),
+                connections=len(connections),
+                blocked=sum(1 for c in connections if c.blocked),
+                settings=replace(settings, read_hold_ms=self._read_hold * 1000),
+                target_rate=rate,
+                latency=encoded,
+                blocked_reasons=tuple(reasons),
+                errors=errors,
+            )
+        )
+
+    def _adjust_read_hold(self, interval: float) -> None:
+        """Hold small reads ~1 ms only under load: many messages per connection per second
+        (at low rates holding would only add latency).
+        """
+        if interval <= 0:
+            return
+        counts = {id(p): p.published for p in self.publishers}
+        counts.update({id(c): c.consumed for c in self.consumers})
+        busiest = 0.0
+        for key, count in counts.items():
+            busiest = max(busiest, (count - self._last_counts.get(key, count)) / interval)
+        self._last_counts = counts
+        hold = READ_HOLD_SECONDS if busiest > READ_HOLD_ABOVE else 0.0
+        if hold != self._read_hold:
+            self._read_hold = hold
+            for connection in self.connections.values():
+                connection.read_hold = hold
+
+    # -- connection events --------------------------------------------------------------
+
+    def _on_blocked(self, connection: Connection, reason: str) -> None:
+        self._event(
+            EventKind.BLOCKED,
+            f"broker blocked connection {connection.name!r}: {reason}",
+            {"connection": connection.name, "reason": reason, "worker": self.index},
+        )
+
+    def _on_unblocked(self, connection: Connection) -> None:
+        client = self._client_of.get(id(connection))
+        if isinstance(client, Publisher):
+            client.pump()
+        self._event(
+            EventKind.UNBLOCKED,
+            f"broker unblocked connection {connection.name!r}",
+            {"connection": connection.name, "worker": self.index},
+        )
+
+    def _on_lost(self, connection: Connection, reason: AmqpClosed) -> None:
+        client = self._client_of.get(id(connection))
+        if client is None or self.stopping or self.connections.get(client) is not connection:
+            return  # a client being removed, or the run is over
+        if self._outage_since is None:
+            self._outage_since = time.time()
+            self._outage_reason = str(reason)
+            self._outage_clients = 0
+            self._outage_unacked = 0
+            self._event(
+                EventKind.OUTAGE_STARTED,
+                f"worker {self.index} lost its connection to the broker: {reason}; "
+                "reconnecting with back-off",
+                {"worker": self.index, "reason": str(reason), "connection": connection.name},
+            )
+        self._outage_clients += 1
+        self._recover(client, reason, new_connection=True)
+
+    def _on_client_trouble(self, client: Publisher | Consumer, reason: AmqpClosed) -> None:
+        """A client's channel closed or its consumer was cancelled by the broker."""
+        connection = self.connections.get(client)
+        if self.stopping or connection is None:
+            return
+        if not connection.is_open:
+            return  # the whole connection went: _on_lost reconnects
+        if client in self._recovering:
+            return
+        role = "publisher" if isinstance(client, Publisher) else "consumer"
+        client_id = client.publisher_id if isinstance(client, Publisher) else client.consumer_id
+        self._error(
+            f"{role} {client_id}: {reason}; trying again with back-off",
+            {"connection": connection.name, "reply_code": reason.reply_code},
+        )
+        self._recover(client, reason, new_connection=False)
+
+    def _recover(
+        self, client: Publisher | Consumer, reason: AmqpClosed, new_connection: bool
+    ) -> None:
+        if isinstance(client, Consumer) and new_connection:
+            self._outage_unacked += client.current.unacked if client.current else 0
+        previous = self._recovering.pop(client, None)
+        if previous is not None:
+            previous.cancel()
+        self._recovering[client] = asyncio.get_running_loop().create_task(
+            self._recovery(client, reason, new_connection),
+            name=f"flowdeck-recover-w{self.index}",
+        )
+
+    async def _recovery(
+        self, client: Publisher | Consumer, reason: AmqpClosed, new_connection: bool
+    ) -> None:
+        """Back-off loop: first a connection (when it was lost), then the channel. Failing
+        connects during an outage are expected and quiet; what the broker says when it
+        refuses a channel or a consume is an ERROR event (once per distinct reply).
+        """
+        role = "publisher" if isinstance(client, Publisher) else "consumer"
+        client_id = client.publisher_id if isinstance(client, Publisher) else client.consumer_id
+        began = time.time()
+        delay, recovered_at = self._backoff.get(client, (RECONNECT_FIRST, 0.0))
+        if began - recovered_at > RECOVERY_SETTLE:
+            delay = RECONNECT_FIRST
+        attempts = 0
+        last_error = str(reason)
+        reconnected = not new_connection
+        refused = 0  # channel or consume attempts the broker refused
+        try:
+            while not self.stopping and time.time() < self._give_up_at:
+                await asyncio.sleep(delay * random.uniform(0.8, 1.2))
+                delay = min(delay * RECONNECT_GROWTH, RECONNECT_LONGEST)
+                attempts += 1
+                if not reconnected:
+                    try:
+                        fresh = await self._connect(role, client_id)
+                    except BrokerUnavailable as exc:
+                        last_error = str(exc)
+                        continue
+                    self._attach(client, fresh)
+                    reconnected = True
+                    self._connection_back()
+                connection = self.connections[client]
+                try:
+                    if isinstance(client, Publisher):
+                        channel = await self._publishing_channel(connection)
+                        client.rebind(connection, channel)
+                    else:
+                        await client.resubscribe(connection)
+                except AmqpClosed as exc:
+                    if not connection.is_open:
+                        return  # the connection went again: _on_lost started a new recovery
+                    if str(exc) != last_error:
+                        self._error(f"{role} {client_id}: {exc}; still trying")
+                    last_error = str(exc)
+                    refused += 1
+                    continue
+                self._backoff[client] = (delay, time.time())
+                if not new_connection or refused:
+                    self._event(
+                        EventKind.INFO,
+                        f"{role} {client_id} works again after {time.time() - began:.1f} s "
+                        f"({attempts} attempt(s))",
+                    )
+                return
+            if not self.stopping:
+                self._error(
+                    f"{role} {client_id} gave up at the run's end after {attempts} attempt(s) "
+                    f"over {time.time() - began:.1f} s: {last_error}",
+                )
+        finally:
+            if self._recovering.get(client) is asyncio.current_task():
+                del self._recovering[client]
+
+    def _connection_back(self) -> None:
+        self._outage_clients -= 1
+        if self._outage_clients <= 0 and self._outage_since is not None:
+            self._end_outage(ended=True)
+
+    def _end_outage(self, *, ended: bool) -> None:
+        since = self._outage_since
+        assert since is not None
+        self._outage_since = None
+        seconds = time.time() - since
+        self.outages.append(seconds)
+        abandoned = sum(p.abandoned for p in self.publishers + self.retired_publishers)
+        how = "reconnected" if ended else "was still reconnecting when the run stopped"
+        self._event(
+            EventKind.OUTAGE_ENDED,
+            f"worker {self.index} {how} after an outage of {seconds:.1f} s; "
+            f"{abandoned} message(s) in flight at the drop(s) stay unconfirmed",
+            {
+                "worker": self.index,
+                "seconds": round(seconds, 3),
+                "reason": self._outage_reason,
+                "recovered": ended,
+                "unconfirmed_at_drop": abandoned,
+                "unacked_at_drop": self._outage_unacked,
+            },
+        )
+
+    def _error(self, message: str, detail: dict[str, Any] | None = None) -> None:
+        self.errors.append(message)
+        self._new_errors.append(message)
+        self._event(EventKind.ERROR, message, {"worker": self.index, **(detail or {})})
+
+    def _event(self, kind: EventKind, message: str, detail: dict[str, Any] | None = None) -> None:
+        event = RunEvent(time.time(), kind, message, detail=detail or {"worker": self.index})
+        self.emit(WorkerEvent(self.index, event))
+
+
+def _ranges(sets: dict[int, SequenceSet]) -> tuple[SequenceRanges, ...]:
+    return tuple(sets[p].to_ranges(p) for p in sorted(sets) if len(sets[p]))

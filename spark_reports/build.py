@@ -1,0 +1,140 @@
+"""The report job end to end: sessions in, ``report.html`` plus Markdown and CSV out."""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from spark_reports import charts
+from spark_reports.figures import (
+    SessionFigures,
+    Sweep,
+    broker_table,
+    build_figures,
+    comparison_table,
+    latency_table,
+    sessions_table,
+    sweep_table,
+    throughput_table,
+)
+from spark_reports.measure import Measurements, Row, measure
+from spark_reports.render import Chart, Section, render, session_intro
+from spark_reports.sessions import open_sessions
+from spark_reports.tables import Table
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What the job wrote, and the figures behind it (for callers and tests)."""
+
+    out_dir: Path
+    html_path: Path
+    tables: tuple[Table, ...]
+    figures: tuple[SessionFigures, ...]
+    seconds: float
+
+
+def _group(rows: Sequence[Row]) -> dict[str, list[Row]]:
+    grouped: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        grouped[row["session"]].append(row)
+    return grouped
+
+
+def build_report(
+    spark: SparkSession,
+    sessions: Sequence[str],
+    out_dir: Path,
+    *,
+    title: str = "",
+    max_p99_ms: float | None = None,
+) -> Report:
+    """Read the sessions, compute every figure with Spark and write the report."""
+    began = time.monotonic()
+    opened = open_sessions(spark, sessions)
+    measured: Measurements = measure(spark, opened)
+    all_figures = build_figures(opened, measured, max_p99_ms)
+
+    seconds = _group(measured.seconds)
+    second_latency = _group(measured.second_latency)
+    polls = _group(measured.broker_polls)
+    sections: list[Section] = []
+    tables: list[Table] = []
+    if len(all_figures) > 1:
+        compared = [sessions_table(all_figures)]
+        comparison = comparison_table(all_figures)
+        if comparison is not None:
+            compared.append(comparison)
+        compared_charts = []
+        common = {sw.setting for sw in all_figures[0].sweeps}
+        for setting in sorted(common):
+            pairs: list[tuple[str, Sweep]] = [
+                (f.session.title, sw) for f in all_figures for sw in f.sweeps
+                if sw.setting == setting
+            ]  # fmt: skip
+            if len(pairs) == len(all_figures):
+                compared_charts.append(Chart(f"{setting} sweep", charts.sweep_chart(pairs)))
+        sections.append(Section("Sessions compared", "", tuple(compared_charts), tuple(compared)))
+        tables += compared
+    for figures in all_figures:
+        key = figures.session.key
+        session_tables = [throughput_table(figures), latency_table(figures)]
+        session_tables.append(broker_table(figures))
+        session_tables += [sweep_table(figures, sweep) for sweep in figures.sweeps]
+        session_charts = [
+            Chart(
+                "throughput and latency over time",
+                charts.timeline_chart(figures, seconds.get(key, []),
+                                      second_latency.get(key, [])),
+            )
+        ]  # fmt: skip
+        broker_png = charts.broker_chart(figures, polls.get(key, []))
+        if broker_png is not None:
+            session_charts.append(Chart("queue depth and memory", broker_png))
+        session_charts += [
+            Chart(f"{sweep.setting} sweep", charts.sweep_chart([(figures.session.title, sweep)]))
+            for sweep in figures.sweeps
+        ]
+        sections.append(
+            Section(
+                f"Session {figures.session.title}",
+                session_intro(figures),
+                tuple(session_charts),
+                tuple(session_tables),
+            )
+        )
+        tables += session_tables
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for table in tables:
+        (out_dir / f"{table.name}.csv").write_text(table.to_csv(), encoding="utf-8")
+        (out_dir / f"{table.name}.md").write_text(table.to_markdown(), encoding="utf-8")
+    heading = title or (
+        f"flowdeck report: {all_figures[0].session.title}"
+        if len(all_figures) == 1
+        else f"flowdeck report: {len(all_figures)} sessions"
+    )
+    generated = (
+        f"generated {datetime.now(tz=UTC):%Y-%m-%d %H:%M UTC} by flowdeck's Spark job "
+        f"(master {spark.sparkContext.master}) from "
+        + ", ".join(f.session.uri for f in all_figures)
+    )
+    (out_dir / "report.md").write_text(
+        f"# {heading}\n\n{generated}\n\n" + "\n".join(t.to_markdown() for t in tables),
+        encoding="utf-8",
+    )
+    html_path = out_dir / "report.html"
+    html_path.write_text(render(heading, sections, generated), encoding="utf-8")
+    return Report(
+        out_dir=out_dir,
+        html_path=html_path,
+        tables=tuple(tables),
+        figures=tuple(all_figures),
+        seconds=time.monotonic() - began,
+    )

@@ -1,0 +1,481 @@
+"""From collected measurements to per-phase figures, verdicts, sweeps and tables."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from spark_reports.measure import PERCENTILES, Measurements, Row
+from spark_reports.phases import Phase
+from spark_reports.sessions import Session
+from spark_reports.tables import Cell, Table
+from spark_reports.verdict import (
+    PhaseLoad,
+    Recommendation,
+    SweepPoint,
+    Verdict,
+    judge,
+    ranked_throughput,
+    recommend,
+)
+
+LATENCY_ORDER: tuple[tuple[str, str], ...] = (
+    ("e2e", "actual"),
+    ("e2e", "intended"),
+    ("confirm", "actual"),
+    ("confirm", "intended"),
+)
+#: The latency the sweep tables show, like the seeds' consumer-side latency.
+SWEEP_LATENCY = ("e2e", "actual")
+SWEEP_SETTINGS: tuple[str, ...] = ("inflight", "prefetch", "ack_every")
+SETTING_TITLES = {
+    "inflight": "In-flight limit",
+    "prefetch": "Prefetch",
+    "ack_every": "Ack every",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseFigures:
+    session: str
+    phase: Phase
+    start_s: float
+    duration_s: float | None
+    client: Row  # phase_client row (empty when the phase has no client data)
+    broker: Row
+    latency: dict[tuple[str, str], Row]
+    verdict: Verdict | None
+    reason: str
+
+    @property
+    def has_data(self) -> bool:
+        return bool(self.client.get("seconds"))
+
+    @property
+    def is_drain(self) -> bool:
+        return self.phase.drain
+
+    def setting(self, name: str) -> int | None:
+        value = self.client.get(name)
+        return None if value is None else int(value)
+
+    def latency_ms(self, key: tuple[str, str], column: str) -> float | None:
+        value = self.latency.get(key, {}).get(column)
+        return None if value is None else value / 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    session: str
+    setting: str
+    rows: tuple[PhaseFigures, ...]
+    recommendation: Recommendation
+
+
+@dataclass(frozen=True, slots=True)
+class SessionFigures:
+    session: Session
+    phases: tuple[PhaseFigures, ...]
+    sweeps: tuple[Sweep, ...]
+    whole: Row  # session_client row
+    whole_latency: dict[tuple[str, str], Row]
+    duration_s: float | None
+
+
+def _by(rows: Sequence[Row], *keys: str) -> dict[tuple[Any, ...], Row]:
+    return {tuple(row[k] for k in keys): row for row in rows}
+
+
+def build_figures(
+    sessions: Sequence[Session], measured: Measurements, max_p99_ms: float | None
+) -> list[SessionFigures]:
+    client = _by(measured.phase_client, "session", "phase")
+    broker = _by(measured.phase_broker, "session", "phase")
+    latency: dict[tuple[str, int], dict[tuple[str, str], Row]] = defaultdict(dict)
+    for row in measured.phase_latency:
+        latency[(row["session"], row["phase"])][(row["kind"], row["basis"])] = row
+    whole_latency: dict[str, dict[tuple[str, str], Row]] = defaultdict(dict)
+    for row in measured.session_latency:
+        whole_latency[row["session"]][(row["kind"], row["basis"])] = row
+    whole = _by(measured.session_client, "session")
+    last_second: dict[str, int] = {}
+    for row in measured.seconds:
+        last_second[row["session"]] = max(last_second.get(row["session"], -1), row["sec"])
+
+    result: list[SessionFigures] = []
+    for session in sessions:
+        # An unfinished session ends where its data ends.
+        data_end_us = session.start_us + (last_second.get(session.key, -1) + 1) * 1_000_000
+        phases: list[PhaseFigures] = []
+        for phase in session.phases:
+            finish = phase.finish_us if phase.finish_us is not None else data_end_us
+            c = client.get((session.key, phase.index), {})
+            b = broker.get((session.key, phase.index), {})
+            verdict: Verdict | None = None
+            reason = "no client data in this phase"
+            if phase.drain:
+                if c:
+                    c = {**c, "target_rate": None}  # publishing has stopped: nothing to reach
+                verdict, reason = Verdict.DRAIN, _drain_reason(phase, session, c)
+            elif c.get("seconds"):
+                verdict, reason = judge(_load(c, b))
+                paused = int(c.get("paused_s") or 0)
+                if 0 < paused < c["seconds"]:
+                    reason += f"; {paused} s paused, left out of the target comparison"
+            phases.append(
+                PhaseFigures(
+                    session=session.key,
+                    phase=phase,
+                    start_s=(phase.begin_us - session.start_us) / 1e6,
+                    duration_s=max(0.0, (finish - phase.begin_us) / 1e6),
+                    client=c,
+                    broker=b,
+                    latency=latency.get((session.key, phase.index), {}),
+                    verdict=verdict,
+                    reason=reason,
+                )
+            )
+        end_us = session.phases[-1].finish_us or data_end_us
+        result.append(
+            SessionFigures(
+                session=session,
+                phases=tuple(phases),
+                sweeps=tuple(
+                    _sweeps(session.key, phases, max_p99_ms, _fan_out(whole.get((session.key,))))
+                ),
+                whole=whole.get((session.key,), {}),
+                whole_latency=whole_latency.get(session.key, {}),
+                duration_s=(end_us - session.start_us) / 1e6,
+            )
+        )
+    return result
+
+
+def _drain_reason(phase: Phase, session: Session, c: Row) -> str:
+    at = (phase.begin_us - session.start_us) / 1e6
+    consumed = c.get("consume_rate_mean")
+    rate = "" if consumed is None else f" ({consumed:.1f} msg/s)"
+    return (
+        f"the drain: publishing stopped at {at:.1f} s and consumers take what is left"
+        f"{rate}; no target, not judged, not part of any sweep"
+    )
+
+
+def _fan_out(whole: Row | None) -> int:
+    """How many times each published message is consumed over the whole run (1 unless an
+    exchange routes a message to several consumed queues), from the run's totals."""
+    published = float((whole or {}).get("publish_rate_mean") or 0.0)
+    consumed = float((whole or {}).get("consume_rate_mean") or 0.0)
+    return max(1, round(consumed / published)) if published > 0 else 1
+
+
+def _load(c: Row, b: Row) -> PhaseLoad:
+    unpaused = c.get("publish_rate_unpaused_mean") if c.get("paused_s") else None
+    return PhaseLoad(
+        publish_rate_unpaused=None if unpaused is None else float(unpaused),
+        publish_rate=float(c.get("publish_rate_mean") or 0.0),
+        consume_rate=float(c.get("consume_rate_mean") or 0.0),
+        target_rate=c.get("target_rate"),
+        pending_confirms_mean=float(c.get("pending_confirms_mean") or 0.0),
+        inflight=int(c.get("inflight") or 0),
+        publishers=int(c.get("publishers") or 0),
+        blocked_s=float(c.get("blocked_s") or 0),
+        alarm_s=float(b.get("alarm_s") or 0.0),
+        depth_start=b.get("depth_start"),
+        depth_end=b.get("depth_end"),
+        depth_slope=b.get("depth_slope"),
+    )
+
+
+def _sweeps(
+    key: str, phases: Sequence[PhaseFigures], max_p99_ms: float | None, fan_out: int = 1
+) -> list[Sweep]:
+    """A session sweeps a setting when its load phases with data (not paused, not the
+    drain) ran at more than one value. Throughput for ranking is the consume mean capped at
+    the phase's target (:func:`spark_reports.verdict.ranked_throughput`)."""
+    active = [
+        p
+        for p in phases
+        if p.has_data and not p.is_drain and (p.client.get("paused_s") or 0) < p.client["seconds"]
+    ]
+    sweeps: list[Sweep] = []
+    for setting in SWEEP_SETTINGS:
+        values = {p.setting(setting) for p in active} - {None}
+        if len(values) < 2:
+            continue
+        points: list[SweepPoint] = [
+            ranked_throughput(
+                value=int(p.setting(setting) or 0),
+                achieved=float(p.client.get("consume_rate_mean") or 0.0),
+                target=p.client.get("target_rate"),
+                p99_ms=p.latency_ms(SWEEP_LATENCY, "p99"),
+                verdict=p.verdict or Verdict.OVERLOADED,
+                label=p.phase.label,
+                fan_out=fan_out,
+            )
+            for p in active
+        ]
+        recommendation = recommend(setting, points, max_p99_ms, fan_out)
+        sweeps.append(Sweep(key, setting, tuple(active), recommendation))
+    return sweeps
+
+
+# ---------------------------------------------------------------- tables
+
+
+def _round(value: Any, places: int = 3) -> Cell:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float):
+        return round(value, places)
+    if isinstance(value, int | str):
+        return value
+    return str(value)
+
+
+def throughput_table(figures: SessionFigures) -> Table:
+    columns = (
+        "phase", "label", "start s", "duration s", "inflight", "prefetch", "ack every",
+        "publishers", "consumers", "target msg/s",
+        "publish mean", "publish sd", "publish min",
+        "confirm mean", "confirm sd", "confirm min",
+        "consume mean", "consume sd", "consume min",
+    )  # fmt: skip
+    rows = []
+    for p in figures.phases:
+        c = p.client
+        rows.append(
+            (
+                p.phase.index,
+                p.phase.label,
+                _round(p.start_s),
+                _round(p.duration_s),
+                *(_round(c.get(k)) for k in
+                  ("inflight", "prefetch", "ack_every", "publishers", "consumers")),
+                _round(c.get("target_rate")),
+                *(
+                    _round(c.get(f"{rate}_rate_{stat}"))
+                    for rate in ("publish", "confirm", "consume")
+                    for stat in ("mean", "sd", "min")
+                ),
+            )
+        )  # fmt: skip
+    return Table(
+        name=f"{figures.session.key}-throughput",
+        title=f"{figures.session.title}: throughput per phase (msg/s)",
+        columns=columns,
+        rows=tuple(rows),
+        note="Mean, population standard deviation and minimum over the phase's seconds; "
+        "target is the mean over the seconds not paused, empty when publishers have no rate "
+        "limit. The drain phase is the seconds after publishing stopped at the run's end.",
+    )
+
+
+def latency_table(figures: SessionFigures) -> Table:
+    rows = []
+    for p in figures.phases:
+        for kind, basis in LATENCY_ORDER:
+            lat = p.latency.get((kind, basis))
+            if lat is None:
+                continue
+            rows.append(
+                (
+                    p.phase.index,
+                    p.phase.label,
+                    f"{kind} {basis}",
+                    int(lat["count"]),
+                    *(_ms(lat[f"p{q}"]) for q in PERCENTILES),
+                    _ms(lat["max"]),
+                )
+            )
+    return Table(
+        name=f"{figures.session.key}-latency",
+        title=f"{figures.session.title}: latency per phase (ms)",
+        columns=("phase", "label", "latency", "count", "p50", "p75", "p95", "p99", "max"),
+        rows=tuple(rows),
+        note="Merged exactly from the recorded HDR histograms of all workers and seconds "
+        "(not averaged percentiles). e2e = publish to consume, confirm = publish to "
+        "confirm; actual = from the real send, intended = from the rate schedule's send time.",
+    )
+
+
+def _ms(value_us: Any) -> float | None:
+    return None if value_us is None else value_us / 1000
+
+
+def broker_table(figures: SessionFigures) -> Table:
+    rows = []
+    for p in figures.phases:
+        c, b = p.client, p.broker
+        mem_peak = b.get("mem_peak")
+        rows.append(
+            (
+                p.phase.index,
+                p.phase.label,
+                _round(c.get("pending_confirms_mean")),
+                _round(c.get("pending_confirms_max")),
+                _round(c.get("unacked_mean")),
+                _round(c.get("unacked_max")),
+                _round(b.get("depth_start")),
+                _round(b.get("depth_end")),
+                _round(b.get("depth_slope")),
+                None if mem_peak is None else round(mem_peak / 2**20, 1),
+                _round(b.get("mem_alarm_s")),
+                _round(b.get("disk_alarm_s")),
+                _round(c.get("blocked_s")),
+                p.verdict.value if p.verdict else None,
+                p.reason,
+            )
+        )
+    return Table(
+        name=f"{figures.session.key}-flow",
+        title=f"{figures.session.title}: flow control, broker and verdict per phase",
+        columns=(
+            "phase", "label", "pending confirms mean", "pending confirms max",
+            "unacked mean", "unacked max", "depth start", "depth end", "depth slope msg/s",
+            "memory peak MiB", "memory alarm s", "disk alarm s", "blocked s", "verdict",
+            "why",
+        ),
+        rows=tuple(rows),
+        note="Queue depth = ready messages summed over the run's queues (broker polls); "
+        "slope = least-squares over the phase's polls. Blocked s = seconds with a "
+        "connection blocked by flow control.",
+    )  # fmt: skip
+
+
+def _inflight_share(value: int, rate: Any) -> str:
+    if not rate:
+        return ""
+    share = value / float(rate)
+    return f"{share:.0%}" if share >= 0.01 else f"{share:.1%}"
+
+
+def sweep_table(figures: SessionFigures, sweep: Sweep) -> Table:
+    title = SETTING_TITLES[sweep.setting]
+    rows = []
+    for p in sweep.rows:
+        value = int(p.setting(sweep.setting) or 0)
+        rows.append(
+            (
+                value,
+                _inflight_share(value, p.client.get("rate")) if sweep.setting == "inflight"
+                else "",
+                _round(p.client.get("publish_rate_mean"), 1),
+                _round(p.client.get("consume_rate_mean"), 1),
+                p.latency_ms(SWEEP_LATENCY, "p99"),
+                p.latency_ms(SWEEP_LATENCY, "p95"),
+                p.latency_ms(SWEEP_LATENCY, "p75"),
+                p.verdict.value if p.verdict else None,
+                p.phase.label,
+            )
+        )  # fmt: skip
+    return Table(
+        name=f"{figures.session.key}-sweep-{sweep.setting}",
+        title=f"{figures.session.title}: {title.lower()} sweep",
+        columns=(
+            title, "% of rate", "publish msg/s", "msg/s", "p99 ms", "p95 ms", "p75 ms",
+            "verdict", "phase",
+        ),
+        rows=tuple(rows),
+        note="msg/s = mean consume rate; latency = end-to-end from the actual send. "
+        "% of rate = in-flight limit as a share of the per-publisher target rate. "
+        "The recommendation ranks msg/s capped at the phase's target (a mean above it is "
+        "catch-up on a backlog); the drain after publishing stopped is not a row.",
+        reasoning=sweep.recommendation.reasoning,
+    )  # fmt: skip
+
+
+def sessions_table(all_figures: Sequence[SessionFigures]) -> Table:
+    names = tuple(f.session.title for f in all_figures)
+
+    def lat(f: SessionFigures, q: str) -> float | None:
+        return _ms(f.whole_latency.get(SWEEP_LATENCY, {}).get(q))
+
+    def each(figure_of: Callable[[SessionFigures], Cell]) -> list[Cell]:
+        return [figure_of(f) for f in all_figures]
+
+    metrics: list[tuple[str, list[Cell]]] = [
+        ("session id", each(lambda f: f.session.manifest.session_id)),
+        ("outcome", each(lambda f: f.session.manifest.outcome)),
+        ("duration s", each(lambda f: _round(f.duration_s))),
+        ("phases", each(lambda f: len(f.phases))),
+        ("queue type", each(lambda f: str(f.session.manifest.spec.get("queue_type", "")))),
+        ("publish msg/s (mean)", each(lambda f: _round(f.whole.get("publish_rate_mean"), 1))),
+        ("confirm msg/s (mean)", each(lambda f: _round(f.whole.get("confirm_rate_mean"), 1))),
+        ("consume msg/s (mean)", each(lambda f: _round(f.whole.get("consume_rate_mean"), 1))),
+        ("e2e p75 ms", each(lambda f: lat(f, "p75"))),
+        ("e2e p95 ms", each(lambda f: lat(f, "p95"))),
+        ("e2e p99 ms", each(lambda f: lat(f, "p99"))),
+        ("e2e max ms", each(lambda f: lat(f, "max"))),
+        ("pending confirms max", each(lambda f: _round(f.whole.get("pending_confirms_max")))),
+        ("blocked s", each(lambda f: _round(f.whole.get("blocked_s")))),
+        ("alarm s", each(lambda f: _round(sum(p.broker.get("alarm_s") or 0.0 for p in f.phases)))),
+        (
+            "overloaded phases",
+            each(lambda f: sum(p.verdict is Verdict.OVERLOADED for p in f.phases)),
+        ),
+    ]
+    return Table(
+        name="sessions",
+        title="Sessions side by side (whole run)",
+        columns=("", *names),
+        rows=tuple((label, *values) for label, values in metrics),
+        note="e2e latency from the actual send, merged over the whole run.",
+    )
+
+
+def comparison_table(all_figures: Sequence[SessionFigures]) -> Table | None:
+    """The sweep (or phase) table with a column group per session."""
+    common = [
+        s
+        for s in SWEEP_SETTINGS
+        if all(any(sw.setting == s for sw in f.sweeps) for f in all_figures)
+    ]
+    names = [f.session.title for f in all_figures]
+    metrics = ("msg/s", "p99 ms", "p95 ms", "p75 ms")
+    columns = (*(f"{m} · {n}" for n in names for m in metrics),)
+
+    def cells(p: PhaseFigures | None) -> list[Cell]:
+        if p is None:
+            return [None] * len(metrics)
+        return [
+            _round(p.client.get("consume_rate_mean"), 1),
+            p.latency_ms(SWEEP_LATENCY, "p99"),
+            p.latency_ms(SWEEP_LATENCY, "p95"),
+            p.latency_ms(SWEEP_LATENCY, "p75"),
+        ]
+
+    if common:
+        setting = common[0]
+        by_value: list[dict[int, PhaseFigures]] = []
+        for f in all_figures:
+            sweep = next(sw for sw in f.sweeps if sw.setting == setting)
+            by_value.append({int(p.setting(setting) or 0): p for p in sweep.rows})
+        values = sorted({v for mapping in by_value for v in mapping})
+        rows = [(v, *[c for mapping in by_value for c in cells(mapping.get(v))]) for v in values]
+        return Table(
+            name=f"comparison-{setting}",
+            title=f"{SETTING_TITLES[setting]} sweep, sessions side by side",
+            columns=(SETTING_TITLES[setting], *columns),
+            rows=tuple(rows),
+            note="msg/s = mean consume rate; latency end-to-end from the actual send "
+            "(last phase wins when a value repeats).",
+        )
+    count = max(len(f.phases) for f in all_figures)
+    rows2 = []
+    for index in range(count):
+        row: list[Cell] = [index]
+        for f in all_figures:
+            row += cells(f.phases[index] if index < len(f.phases) else None)
+        rows2.append(tuple(row))
+    return Table(
+        name="comparison-phases",
+        title="Phases side by side",
+        columns=("phase", *columns),
+        rows=tuple(rows2),
+        note="The sessions do not sweep a common setting: phases compared by position.",
+    )

@@ -1,0 +1,144 @@
+"""The self-contained HTML report: inline CSS, charts as inline base64 PNG."""
+
+from __future__ import annotations
+
+import base64
+import html
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from spark_reports.figures import SessionFigures
+from spark_reports.tables import Table, format_cell
+from spark_reports.verdict import (
+    CONSUME_KEEPS_UP,
+    DEPTH_GROWTH_MIN,
+    DEPTH_GROWTH_SHARE,
+    TARGET_REACHED,
+    THROUGHPUT_TOLERANCE,
+    WINDOW_FULL,
+)
+
+CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#212121;
+background:#fafafa}
+main{max-width:1200px;margin:0 auto;padding:24px}
+h1{font-size:26px;margin:0 0 4px}
+h2{font-size:20px;margin:36px 0 8px;border-bottom:2px solid #e0e0e0}
+h3{font-size:16px;margin:22px 0 6px}
+.meta{color:#616161}
+table{border-collapse:collapse;margin:6px 0 4px;font-size:12.5px;background:#fff}
+th,td{border:1px solid #e0e0e0;padding:3px 7px;vertical-align:top}
+th{background:#eeeeee;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
+.scroll{overflow-x:auto}
+.note{color:#616161;font-size:12.5px;margin:2px 0}
+.v-sustainable{background:#e8f5e9}.v-back-pressured{background:#fff8e1}.v-overloaded{background:#ffebee}
+.v-drain{background:#e3f2fd}
+img{max-width:100%;background:#fff;border:1px solid #e0e0e0;margin:8px 0}
+ul.reasoning{font-size:13px;margin:4px 0 0 0}
+.rec{font-weight:600}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    title: str
+    png: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    heading: str
+    intro: str
+    charts: tuple[Chart, ...]
+    tables: tuple[Table, ...]
+
+
+def thresholds_text() -> list[str]:
+    """The verdict rules, exactly as ``spark_reports.verdict`` applies them."""
+    return [
+        f"<b>overloaded</b>: a memory or disk alarm during the phase; or queue depth ends "
+        f"higher than it started and grows faster than max({DEPTH_GROWTH_MIN:g} msg/s, "
+        f"{DEPTH_GROWTH_SHARE:.0%} of the publish rate); or consumers take less than "
+        f"{CONSUME_KEEPS_UP:.0%} of the publish rate.",
+        f"<b>back-pressured</b> (not overloaded): a connection blocked by flow control; or "
+        f"publishers reach less than {TARGET_REACHED:.0%} of their target rate (or have "
+        f"none); or pending confirms average ≥ {WINDOW_FULL:.0%} of the in-flight window "
+        f"(limit × publishers).",
+        "<b>sustainable</b>: neither — consumers keep up, depth flat, target reached.",
+        "<b>drain</b> (not a verdict): the seconds after publishing stopped at the run's end, "
+        "while consumers take what is left; no target, not judged, never a sweep row.",
+        f"<b>recommended setting</b>: the smallest value whose throughput is ≥ "
+        f"{THROUGHPUT_TOLERANCE:.0%} of the sweep's best, not overloaded, and (with "
+        f"<code>--max-p99-ms</code>) within that e2e p99; a phase's throughput is its mean "
+        f"consume rate capped at its target (above it is catch-up, not capacity).",
+    ]
+
+
+def table_html(table: Table) -> str:
+    verdict_column = table.columns.index("verdict") if "verdict" in table.columns else None
+    parts = [f"<h3>{html.escape(table.title)}</h3>"]
+    if table.note:
+        parts.append(f'<p class="note">{html.escape(table.note)}</p>')
+    parts.append('<div class="scroll"><table><thead><tr>')
+    parts += [f"<th>{html.escape(c)}</th>" for c in table.columns]
+    parts.append("</tr></thead><tbody>")
+    for row in table.rows:
+        css = ""
+        if verdict_column is not None and row[verdict_column]:
+            css = f' class="v-{html.escape(str(row[verdict_column]))}"'
+        parts.append(f"<tr{css}>")
+        for cell in row:
+            numeric = isinstance(cell, int | float) and not isinstance(cell, bool)
+            parts.append(
+                f"<td{' class=n' if numeric else ''}>{html.escape(format_cell(cell))}</td>"
+            )
+        parts.append("</tr>")
+    parts.append("</tbody></table></div>")
+    if table.reasoning:
+        parts.append('<ul class="reasoning">')
+        for line in table.reasoning:
+            css = ' class="rec"' if line.startswith("recommended") else ""
+            parts.append(f"<li{css}>{html.escape(line)}</li>")
+        parts.append("</ul>")
+    return "".join(parts)
+
+
+def chart_html(chart: Chart) -> str:
+    data = base64.b64encode(chart.png).decode("ascii")
+    return f'<img alt="{html.escape(chart.title)}" src="data:image/png;base64,{data}">'
+
+
+def session_intro(figures: SessionFigures) -> str:
+    m = figures.session.manifest
+    started = datetime.fromtimestamp(m.start, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    spec = ", ".join(
+        f"{k}={v}"
+        for k, v in m.spec.items()
+        if k in ("queue_type", "queues", "publishers", "consumers", "rate", "inflight",
+                 "prefetch", "ack_every", "size", "confirm", "persistent")
+    )  # fmt: skip
+    versions = ", ".join(f"{k} {v}" for k, v in m.versions.items())
+    duration = "unknown" if figures.duration_s is None else f"{figures.duration_s:.0f} s"
+    return (
+        f"<p class=meta>session <code>{html.escape(m.session_id)}</code> · {started} · "
+        f"{duration} · outcome {html.escape(m.outcome)} · host {html.escape(m.host)}<br>"
+        f"spec: {html.escape(spec) or '–'}<br>versions: {html.escape(versions) or '–'}</p>"
+    )
+
+
+def render(title: str, sections: Sequence[Section], generated: str) -> str:
+    parts = [
+        "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
+        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body><main>",
+        f"<h1>{html.escape(title)}</h1><p class=meta>{html.escape(generated)}</p>",
+        "<h3>How phases are judged</h3><ul class=reasoning>",
+        *[f"<li>{line}</li>" for line in thresholds_text()],
+        "</ul>",
+    ]
+    for section in sections:
+        parts.append(f"<h2>{html.escape(section.heading)}</h2>{section.intro}")
+        parts += [chart_html(chart) for chart in section.charts]
+        parts += [table_html(table) for table in section.tables]
+    parts.append("</main></body></html>")
+    return "\n".join(parts)

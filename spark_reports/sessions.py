@@ -1,0 +1,191 @@
+"""Finding and reading sessions through the session-format contract, local or Hadoop URI.
+
+Manifests and event logs are small: a local session reads them from the file system; any
+other URI (``hdfs://``, ``s3a://``...) reads them through Spark's text reader, so the job
+runs unchanged on a cluster. The Parquet tables are always read by Spark.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyspark.errors import AnalysisException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from engine.recording.format import (
+    EVENTS,
+    MANIFEST,
+    OUTCOME_RUNNING,
+    TABLES,
+    Manifest,
+    SessionFormatError,
+    read_manifest,
+)
+from spark_reports.inputs import is_local, local_path, normalise
+from spark_reports.phases import Phase, split_phases
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """One session to report on: where it is, its manifest, events and phases.
+
+    ``key`` is unique among the sessions of one report and safe in file names.
+    """
+
+    uri: str
+    key: str
+    manifest: Manifest
+    events: tuple[dict[str, Any], ...]
+    phases: tuple[Phase, ...]
+
+    @property
+    def title(self) -> str:
+        return self.manifest.name or self.manifest.session_id
+
+    @property
+    def start_us(self) -> int:
+        return round(self.manifest.start * 1_000_000)
+
+    @property
+    def spec_rate(self) -> float | None:
+        """The spec's per-publisher rate (msg/s), when the spec sets one."""
+        value = self.manifest.spec.get("rate")
+        return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def _read_text(spark: SparkSession, uri: str) -> str | None:
+    try:
+        rows = spark.read.text(uri, wholetext=True).collect()
+    except AnalysisException:
+        return None
+    return "".join(str(row[0]) for row in rows)
+
+
+def load_manifest(spark: SparkSession, uri: str) -> Manifest:
+    if is_local(uri):
+        return read_manifest(local_path(uri))
+    text = _read_text(spark, f"{uri}/{MANIFEST}")
+    if text is None:
+        raise SessionFormatError(f"{uri}: not a session (no {MANIFEST})")
+    # read_manifest is the one place that checks a manifest: give it a local copy.
+    with tempfile.TemporaryDirectory(prefix="flowdeck-manifest-") as copy:
+        (Path(copy) / MANIFEST).write_text(text, encoding="utf-8")
+        return read_manifest(Path(copy))
+
+
+def load_events(spark: SparkSession, uri: str) -> list[dict[str, Any]]:
+    """The event log; a torn last line (a crash mid-write) is skipped, not fatal."""
+    if is_local(uri):
+        path = local_path(uri) / EVENTS
+        text = path.read_text(encoding="utf-8") if path.exists() else ""
+    else:
+        text = _read_text(spark, f"{uri}/{EVENTS}") or ""
+    events: list[dict[str, Any]] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and "at" in event and "kind" in event:
+            events.append(event)
+    events.sort(key=lambda e: float(e["at"]))
+    return events
+
+
+def _slug(text: str) -> str:
+    cleaned = "".join(c if c.isalnum() or c in "-_" else "-" for c in text.strip())
+    return "-".join(part for part in cleaned.split("-") if part)[:60] or "session"
+
+
+def open_sessions(spark: SparkSession, uris: Sequence[str]) -> list[Session]:
+    """Read the manifests and events of the given sessions and split them into phases."""
+    sessions: list[Session] = []
+    used: set[str] = set()
+    for raw in uris:
+        uri = normalise(raw)
+        manifest = load_manifest(spark, uri)
+        events = load_events(spark, uri)
+        end = manifest.end
+        if manifest.outcome == OUTCOME_RUNNING:
+            end = None  # unfinished: its end is where its data ends
+        phases = split_phases(events, manifest.start, end)
+        key = _slug(manifest.name or manifest.session_id)
+        if key in used:
+            key = _slug(f"{key}-{manifest.session_id}")
+        while key in used:
+            key = f"{key}-{len(used)}"
+        used.add(key)
+        sessions.append(
+            Session(
+                uri=uri,
+                key=key,
+                manifest=manifest,
+                events=tuple(events),
+                phases=tuple(phases),
+            )
+        )
+    return sessions
+
+
+_SPARK_TYPES: dict[str, T.DataType] = {
+    "timestamp[us, tz=UTC]": T.TimestampType(),
+    "double": T.DoubleType(),
+    "int32": T.IntegerType(),
+    "int64": T.LongType(),
+    "string": T.StringType(),
+    "bool": T.BooleanType(),
+}
+
+
+def spark_schema(table: str) -> T.StructType:
+    """The Spark schema of one of the format's tables, from its pyarrow schema."""
+    fields = []
+    for arrow_field in TABLES[table]:
+        spark_type = _SPARK_TYPES.get(str(arrow_field.type))
+        if spark_type is None:
+            raise SessionFormatError(
+                f"table {table!r} column {arrow_field.name!r} has type {arrow_field.type}, "
+                "which the report job does not know; update spark_reports.sessions"
+            )
+        fields.append(T.StructField(arrow_field.name, spark_type, True))
+    return T.StructType(fields)
+
+
+def _has_parts(spark: SparkSession, uri: str) -> bool:
+    if is_local(uri):
+        path = local_path(uri)
+        return path.is_dir() and any(
+            p.suffix == ".parquet" and not p.name.startswith((".", "_")) for p in path.iterdir()
+        )
+    return True
+
+
+def read_table(spark: SparkSession, sessions: Sequence[Session], table: str) -> DataFrame:
+    """One of the format's tables for all sessions, with a ``session`` key column."""
+    schema = spark_schema(table)
+    frames: list[DataFrame] = []
+    for session in sessions:
+        uri = f"{session.uri}/{table}"
+        if not _has_parts(spark, uri):
+            continue
+        try:
+            frame = spark.read.schema(schema).parquet(uri)
+        except AnalysisException:
+            continue  # no such directory on a remote file system: the table is empty
+        frames.append(frame.withColumn("session", F.lit(session.key)))
+    if not frames:
+        empty = T.StructType([*schema.fields, T.StructField("session", T.StringType())])
+        return spark.createDataFrame([], empty)
+    result = frames[0]
+    for frame in frames[1:]:
+        result = result.unionByName(frame)
+    return result

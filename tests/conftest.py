@@ -1,0 +1,94 @@
+"""Fixtures shared by every part's tests.
+
+Broker tests use the shared RabbitMQ on localhost:5672 (prepared by scripts/prepare-broker);
+tests that break a broker start a private node. One Spark session serves the whole run.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from collectors.local_broker import LocalBroker
+
+SHARED_URI = os.environ.get("FLOWDECK_TEST_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
+SHARED_MANAGEMENT_URL = os.environ.get("FLOWDECK_TEST_MANAGEMENT_URL", "http://127.0.0.1:15672")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Broker tests need the shared broker prepared: without its management API the
+    socket-limit check cannot refuse a run, and a test of that refusal would open thousands
+    of connections to the shared broker. Stop before anything runs instead."""
+    if not any(item.get_closest_marker("broker") for item in items):
+        return
+    import httpx
+
+    try:
+        httpx.get(f"{SHARED_MANAGEMENT_URL}/api/overview", auth=("guest", "guest"), timeout=10)
+    except httpx.HTTPError as exc:
+        pytest.exit(
+            f"the shared broker's management API at {SHARED_MANAGEMENT_URL} does not answer "
+            f"({exc}); run scripts/prepare-broker (scripts/test does) first",
+            returncode=3,
+        )
+
+
+@pytest.fixture
+def shared_uri() -> str:
+    """AMQP URI of the shared broker."""
+    return SHARED_URI
+
+
+@pytest.fixture
+def management_url() -> str:
+    """Management API base URL of the shared broker (guest/guest)."""
+    return SHARED_MANAGEMENT_URL
+
+
+@pytest.fixture
+def unique_name() -> str:
+    """A name no other test uses, for queues and exchanges on the shared broker."""
+    return f"flowdeck-test-{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture(scope="session")
+def private_broker() -> Iterator[Callable[..., LocalBroker]]:
+    """Factory of private RabbitMQ nodes (collectors.LocalBroker), started and ready.
+
+    ``node = private_broker(file_limit=200)`` takes LocalBroker's arguments. Nodes take
+    seconds to start and the machine is small: wrap the factory in a module-scoped fixture
+    and share one node per module. Every node still running is stopped at session end.
+    """
+    started: list[LocalBroker] = []
+
+    def start(**options: Any) -> LocalBroker:
+        node = LocalBroker(name="flowdeck-test", **options)
+        started.append(node)
+        return node.start()
+
+    yield start
+    for node in started:
+        node.stop()
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """One local SparkSession for the whole test run: 2 cores, few partitions, no UI."""
+    pyspark_sql = pytest.importorskip("pyspark.sql")
+    session = (
+        pyspark_sql.SparkSession.builder.master("local[2]")
+        .appName("flowdeck tests")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.default.parallelism", "2")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.driver.memory", "1g")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()

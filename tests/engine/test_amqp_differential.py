@@ -1,0 +1,175 @@
+"""The same small runs through flowdeck's lean path and through plain aio-pika give the
+same counts: published, confirmed, nacked, returned, consumed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aio_pika
+import pytest
+from aiormq.exceptions import DeliveryError
+
+from engine.amqp import connect
+from engine.consumer import Consumer, ConsumerTally
+from engine.publisher import Publisher
+from engine.samples import LatencySamples
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
+
+NOWHERE = "flowdeck-test-no-such-queue"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    count: int
+    queue_arguments: dict[str, Any]
+    mandatory: bool = False
+    to_nowhere: bool = False
+    consume: bool = True
+
+
+CASES = [
+    Case("plain", 1500, {}),
+    Case(
+        "reject-publish", 300, {"x-max-length": 100, "x-overflow": "reject-publish"}, consume=False
+    ),
+    Case("returned", 50, {}, mandatory=True, to_nowhere=True, consume=False),
+    Case("quorum", 800, {"x-queue-type": "quorum"}),
+]
+
+
+@dataclass
+class Outcome:
+    published: int = 0
+    confirmed: int = 0
+    nacked: int = 0
+    returned: int = 0
+    consumed: int = 0
+
+
+async def until(condition: Callable[[], bool], limit: float = 30.0) -> None:
+    deadline = time.monotonic() + limit
+    while not condition() and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+
+
+async def lean(uri: str, queue: str, case: Case) -> Outcome:
+    publisher_connection = await connect(uri, "differential lean publisher")
+    consumer_connection = await connect(uri, "differential lean consumer")
+    channel = await publisher_connection.channel()
+    await channel.confirm_select()
+    tally = ConsumerTally({})
+    consumer = None
+    if case.consume:
+        consumer = Consumer(
+            consumer_id=0,
+            connection=consumer_connection,
+            queue=queue,
+            prefetch=100,
+            ack_every=10,
+            auto_ack=False,
+            arguments=None,
+            tally=tally,
+            latency=LatencySamples(),
+            run_start_ns=0,
+        )
+        await consumer.start()
+    publisher = Publisher(
+        publisher_id=0,
+        connection=publisher_connection,
+        channel=channel,
+        exchange="",
+        routing_key=NOWHERE if case.to_nowhere else queue,
+        message_size=500,
+        persistent=True,
+        mandatory=case.mandatory,
+        confirms=True,
+        inflight=case.count,
+        rate=0.0,
+        first_sequence=0,
+        confirm_latency=LatencySamples(),
+    )
+    publisher.start()
+    await until(lambda: publisher.published >= case.count)
+    publisher.stop()
+    await publisher.wait_confirms(30)
+    await until(lambda: publisher.returned >= case.count if case.to_nowhere else True, 10)
+    if consumer is not None:
+        await until(lambda: tally.consumed >= publisher.confirmed)
+        await consumer.stop()
+    await publisher_connection.close()
+    await consumer_connection.close()
+    return Outcome(
+        publisher.published,
+        publisher.confirmed,
+        publisher.nacked,
+        publisher.returned,
+        tally.consumed,
+    )
+
+
+async def plain_aio_pika(uri: str, queue: str, case: Case) -> Outcome:
+    outcome = Outcome()
+    publish_connection = await aio_pika.connect(uri)
+    consume_connection = await aio_pika.connect(uri)
+    channel = await publish_connection.channel(publisher_confirms=True, on_return_raises=False)
+    channel.return_callbacks.add(lambda *_: setattr(outcome, "returned", outcome.returned + 1))
+    if case.consume:
+        consume_channel = await consume_connection.channel()
+        await consume_channel.set_qos(prefetch_count=100)
+        source = await consume_channel.get_queue(queue)
+
+        async def on_message(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+            outcome.consumed += 1
+            await message.ack()
+
+        await source.consume(on_message)
+    key = NOWHERE if case.to_nowhere else queue
+
+    async def publish_one() -> None:
+        try:
+            await channel.default_exchange.publish(
+                aio_pika.Message(b"x" * 500, delivery_mode=aio_pika.DeliveryMode.PERSISTENT),
+                routing_key=key,
+                mandatory=case.mandatory,
+            )
+            outcome.confirmed += 1
+        except DeliveryError:
+            outcome.nacked += 1
+
+    await asyncio.gather(*(publish_one() for _ in range(case.count)))
+    outcome.published = case.count
+    if case.consume:
+        await until(lambda: outcome.consumed >= outcome.confirmed)
+    await publish_connection.close()
+    await consume_connection.close()
+    return outcome
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+async def test_lean_and_aio_pika_agree(shared_uri: str, case: Case) -> None:
+    outcomes = []
+    admin = await aio_pika.connect(shared_uri)
+    admin_channel = await admin.channel()
+    try:
+        for path in (lean, plain_aio_pika):
+            queue = f"flowdeck-test-diff-{uuid.uuid4().hex[:8]}"
+            await admin_channel.declare_queue(
+                queue, durable=True, arguments=case.queue_arguments or None
+            )
+            try:
+                outcomes.append(await path(shared_uri, queue, case))
+            finally:
+                await admin_channel.queue_delete(queue)
+    finally:
+        await admin.close()
+    lean_outcome, plain_outcome = outcomes
+    assert lean_outcome == plain_outcome
+    assert lean_outcome.published == case.count

@@ -1,0 +1,200 @@
+"""`flowdeck run` and `flowdeck presets` as an operator uses them: in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from engine.presets import PRESETS
+
+FLOWDECK = [sys.executable, "-m", "tui.cli"]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def flowdeck(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*FLOWDECK, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, "FLOWDECK_URI": ""},
+    )
+
+
+def test_presets_lists_one_line_per_preset_starting_with_its_name() -> None:
+    result = flowdeck("presets")
+    assert result.returncode == 0
+    lines = result.stdout.splitlines()
+    assert [line.split()[0] for line in lines] == list(PRESETS)
+    bench2 = next(line for line in lines if line.startswith("bench2-sweep "))
+    assert "20 publishers x 2000 msg/s" in bench2 and "in-flight 1% (20)" in bench2
+
+
+@pytest.mark.parametrize("command", [[], ["run"], ["cockpit"], ["sessions"], ["report"]])
+def test_every_help_page_prints(command: list[str]) -> None:
+    result = flowdeck(*command, "--help", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "usage: flowdeck" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--prefetch", "70000"], "prefetch must be 0..65535, got 70000"),
+        (["--preset", "bench9"], "unknown preset 'bench9'"),
+        (["--duration", "soon"], "duration must be seconds like 30, 30s, 5m or 1h, got 'soon'"),
+        (["--queue-type", "fifo"], "queue_type must be one of classic, quorum, stream"),
+        (["--rate", "fast"], "rate must be a number, got 'fast'"),
+        (["--change", "10:speed=3"], "unknown setting 'speed'"),
+        (["--preset", "bench1", "--scale", "0"], "scale must be in (0, 100], got 0"),
+        (["--uri", "http://broker"], "uri must start with amqp:// or amqps://"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
+    result = flowdeck("run", *args)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("flowdeck: ")
+    assert message in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(180)
+def test_a_scaled_sweep_preset_runs_end_to_end_with_json(
+    shared_uri: str, unique_name: str, tmp_path: Path
+) -> None:
+    result = flowdeck(
+        "run",
+        "--preset",
+        "bench1-sweep",
+        "--scale",
+        "0.05",
+        "--duration",
+        "9s",
+        "--uri",
+        shared_uri,
+        "--queue-pattern",
+        f"{unique_name}-%d",
+        "--workers",
+        "1",  # a worker process: the preset's queue args travel by pickle
+        "--sessions-dir",
+        str(tmp_path),
+        "--cleanup",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)  # stdout holds the JSON alone
+    assert summary["name"] == "bench1-sweep" and summary["outcome"] == "completed"
+    assert summary["phases"] == 7  # the start and six in-flight limits
+    safety = summary["safety"]
+    assert safety["lost"] == 0 and safety["published"] == safety["consumed"] > 0
+    assert summary["publish_rate"] / 1000 > 0.9  # 1 publisher x 1000 msg/s after scaling
+    assert summary["session_dir"] and Path(summary["session_dir"]).is_dir()
+    progress = result.stderr.splitlines()
+    ticks = [line for line in progress if line.startswith("[") and "target" in line]
+    assert len(ticks) >= 7
+    assert sum("in effect in every worker" in line for line in progress) == 6
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(180)
+def test_ctrl_c_stops_cleanly_with_the_summary(shared_uri: str, unique_name: str) -> None:
+    process = subprocess.Popen(
+        [
+            *FLOWDECK,
+            "run",
+            "--uri",
+            shared_uri,
+            "--queue-pattern",
+            f"{unique_name}-%d",
+            "--publishers",
+            "1",
+            "--consumers",
+            "1",
+            "--rate",
+            "100",
+            "--duration",
+            "120",
+            "--workers",
+            "0",
+            "--no-record",
+            "--cleanup",
+            "--durable",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    started = time.monotonic()
+    while time.monotonic() - started < 60:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if "target" in line and "publish" in line and " 0/s" not in line.split("publish")[1][:10]:
+            break
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=60)
+    text = "".join(lines) + out
+    assert process.returncode == 0, err
+    assert "stopped by operator (Ctrl-C)" in text
+    assert "lost (confirmed, never consumed)" in text
+    assert "Traceback" not in err
+
+
+def test_a_reader_that_goes_away_gets_no_traceback() -> None:
+    """``flowdeck presets | head -1``: the pipe closes early; flowdeck stops quietly."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "tui.cli", "presets"],
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 141
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(120)
+def test_without_confirms_the_summary_says_loss_cannot_be_assessed(
+    shared_uri: str, unique_name: str
+) -> None:
+    result = flowdeck(
+        "run",
+        "--preset",
+        "low-latency",
+        "--duration",
+        "3s",
+        "--uri",
+        shared_uri,
+        "--queue-pattern",
+        f"{unique_name}-%d",
+        "--workers",
+        "0",
+        "--no-record",
+        "--cleanup",
+        "--json",
+    )
+    assert result.returncode == 0, result.stderr
+    safety = json.loads(result.stdout)["safety"]
+    assert safety["confirms"] is False
+    assert safety["confirmed"] == 0 and safety["unconfirmed"] == 0
+    assert safety["published"] == safety["consumed"] > 0

@@ -1,0 +1,132 @@
+"""The controller with the real worker runtime against the shared broker: short, small runs.
+
+Per-message behaviour (in-flight caps, prefetch via the management API, acks, nacks,
+returns, stream and quorum consumers) is the hot path's to test; here the whole run is:
+rate achieved, nothing lost, a change applied in every worker, in-process and in processes.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from engine.change import parse_change
+from engine.controller import Controller
+from engine.events import EventKind, RunEvent
+from engine.progress import Tick
+from engine.spec import RunSpec, ScheduleStep
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
+
+
+async def test_fixed_rate_is_achieved_and_nothing_is_lost(
+    shared_uri: str, unique_name: str
+) -> None:
+    spec = RunSpec(
+        name="fixed-rate",
+        queue_pattern=f"{unique_name}-%d",
+        queues=2,
+        publishers=2,
+        consumers=2,
+        rate=250,
+        duration=6,
+        prefetch=100,
+        ack_every=10,
+        workers=0,
+    )
+    c = Controller(spec, uri=shared_uri, drain_seconds=3, cleanup=True)
+    ticks: list[Tick] = []
+    c.add_listener(lambda u: ticks.append(u) if isinstance(u, Tick) else None)
+    await c.start()
+    summary = await c.wait()
+
+    steady = [t for t in ticks if 2 <= t.elapsed <= spec.duration]
+    assert steady, "no ticks during the run"
+    achieved = statistics.mean(t.publish_rate for t in steady)
+    assert achieved / spec.target_rate == pytest.approx(1, abs=0.03)
+    assert all(t.target_rate == spec.target_rate for t in steady)
+    assert summary.outcome == "completed", summary.errors
+    safety = summary.safety
+    assert safety.published > 0.9 * spec.target_rate * spec.duration
+    assert safety.confirmed == safety.published == safety.consumed
+    assert (safety.lost, safety.duplicates, safety.unconfirmed, safety.nacked) == (0, 0, 0, 0)
+    assert summary.latency  # measured, merged over the run
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+async def test_a_change_mid_run_is_applied_in_every_worker(
+    shared_uri: str, unique_name: str, workers: int
+) -> None:
+    spec = RunSpec(
+        name="steered",
+        queue_pattern=f"{unique_name}-%d",
+        queues=2,
+        publishers=2,
+        consumers=2,
+        rate=100,
+        duration=6,
+        prefetch=200,
+        schedule=(ScheduleStep(2.0, parse_change("prefetch=50")),),
+    )
+    c = Controller(spec, uri=shared_uri, workers=workers, drain_seconds=3, cleanup=True)
+    seen: list[object] = []
+    c.add_listener(seen.append)
+    await c.start()
+    summary = await c.wait()
+
+    assert summary.outcome == "completed", summary.errors
+    events = [u for u in seen if isinstance(u, RunEvent)]
+    requested = [e for e in events if e.kind is EventKind.CHANGE_REQUESTED]
+    applied = [e for e in events if e.kind is EventKind.CHANGE_APPLIED]
+    assert len(requested) == 1 and len(applied) == 1
+    detail = applied[0].detail
+    assert detail["workers"] == max(1, workers)
+    assert requested[0].at <= detail["requested_at"] <= detail["applied_at"]
+    assert detail["applied_at"] - detail["requested_at"] < spec.duration
+    ticks = [u for u in seen if isinstance(u, Tick)]
+    after = [t for t in ticks if t.at > detail["applied_at"]]
+    assert after and all(t.settings.prefetch == 50 for t in after)
+    assert max(t.workers for t in ticks) == max(1, workers)
+    assert summary.safety.lost == 0 and summary.safety.consumed == summary.safety.published
+
+
+async def test_topology_declares_type_and_arguments_and_refuses_a_conflict(
+    shared_uri: str, management_url: str, unique_name: str
+) -> None:
+    import httpx
+
+    from engine import topology
+    from engine.errors import FlowdeckError
+
+    spec = RunSpec(
+        queue_pattern=f"{unique_name}-%d",
+        queues=2,
+        queue_type="quorum",
+        queue_args={"x-max-in-memory-length": 0},
+        exchange=f"{unique_name}-x",
+        exchange_type="direct",
+    )
+    try:
+        assert await topology.declare(spec, shared_uri) == spec.queue_names
+        async with httpx.AsyncClient(auth=("guest", "guest")) as client:
+            queue = (
+                await client.get(f"{management_url}/api/queues/%2F/{spec.queue_names[1]}")
+            ).json()
+            bindings = (
+                await client.get(
+                    f"{management_url}/api/exchanges/%2F/{spec.exchange}/bindings/source"
+                )
+            ).json()
+        assert queue["arguments"] == {"x-queue-type": "quorum", "x-max-in-memory-length": 0}
+        assert queue["durable"] is True
+        assert {b["destination"] for b in bindings} == set(spec.queue_names)
+        classic = RunSpec(queue_pattern=spec.queue_pattern, queues=2)
+        with pytest.raises(FlowdeckError, match=r"exists with other settings than the spec"):
+            await topology.declare(classic, shared_uri)
+    finally:
+        assert await topology.delete_queues(shared_uri, spec.queue_names) == 2
+        connection = await topology.connect(shared_uri)
+        channel = await connection.channel()
+        await channel.exchange_delete(spec.exchange)
+        await connection.close()

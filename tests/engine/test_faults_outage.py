@@ -1,0 +1,189 @@
+"""A broker node killed and restarted under a run (private node, through the Controller).
+
+Durable quorum queues + persistent messages + confirms: the clients reconnect, the outage
+is in the event log with its length, counters go on, and not one confirmed message is lost.
+Transient messages on a non-durable classic queue: the queue dies with the node, and the
+accounting says how many confirmed messages were lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from collectors import LocalBroker
+from engine.controller import Controller
+from engine.events import EventKind, RunEvent
+from engine.progress import RunSummary, Tick
+from engine.recording.reader import open_session
+from engine.spec import RunSpec
+
+pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(400)]
+
+
+@pytest.fixture(scope="module")
+def node(private_broker: Callable[..., LocalBroker]) -> Iterator[LocalBroker]:
+    yield private_broker()
+
+
+def record_figures(name: str, figures: dict[str, object]) -> None:
+    """Show each fault test's measured figures (``-s``), and keep them in the JSON file
+    named by FLOWDECK_FAULT_FIGURES when set (docs/faults.md quotes them).
+    """
+    print(f"\n{name}: {json.dumps(figures)}")
+    target = os.environ.get("FLOWDECK_FAULT_FIGURES")
+    if target:
+        path = Path(target)
+        known = json.loads(path.read_text()) if path.exists() else {}
+        known[name] = figures
+        path.write_text(json.dumps(known, indent=2, sort_keys=True) + "\n")
+
+
+async def run_with_kill(
+    node: LocalBroker, spec: RunSpec, sessions: Path, kill_at: float
+) -> tuple[RunSummary, list[RunEvent], list[Tick], float]:
+    """Run ``spec``; at ``kill_at`` seconds SIGKILL the node and start it again at once.
+
+    Returns the summary, the events, the ticks and how long the node was down.
+    """
+    controller = Controller(
+        spec,
+        uri=node.uri,
+        management_url=node.management_url,
+        sessions_root=sessions,
+        drain_seconds=8,
+    )
+    events: list[RunEvent] = []
+    ticks: list[Tick] = []
+    controller.add_listener(
+        lambda u: (
+            events.append(u)
+            if isinstance(u, RunEvent)
+            else ticks.append(u)
+            if isinstance(u, Tick)
+            else None
+        )
+    )
+    await controller.start()
+    await asyncio.sleep(kill_at)
+    killed = time.monotonic()
+    await asyncio.to_thread(node.kill)
+    await asyncio.to_thread(node.start)
+    down = time.monotonic() - killed
+    summary = await asyncio.wait_for(controller.wait(), spec.duration + 120)
+    return summary, events, ticks, down
+
+
+async def test_node_killed_mid_run_loses_no_confirmed_message_of_a_quorum_queue(
+    node: LocalBroker, tmp_path: Path
+) -> None:
+    spec = RunSpec(
+        name="kill-quorum",
+        queue_pattern="fault-quorum-%d",
+        queue_type="quorum",
+        durable=True,
+        persistent=True,
+        queues=1,
+        publishers=2,
+        consumers=2,
+        rate=150,
+        inflight=200,
+        prefetch=100,
+        ack_every=10,
+        duration=35,
+        workers=0,
+    )
+    summary, events, ticks, down = await run_with_kill(node, spec, tmp_path, kill_at=5)
+
+    kinds = [e.kind for e in events]
+    assert EventKind.OUTAGE_STARTED in kinds and EventKind.OUTAGE_ENDED in kinds, [
+        e.message for e in events
+    ]
+    ended = next(e for e in events if e.kind is EventKind.OUTAGE_ENDED)
+    assert ended.detail["recovered"] is True
+    # The outage as the clients saw it is at least the node's down time minus its boot
+    # tail (clients reconnect as soon as AMQP listens, before management is up).
+    assert 0 < ended.detail["seconds"] <= down + 10
+    # Publishing carried on after the outage, with the counters continuing.
+    after = [t for t in ticks if t.at > ended.at + 2]
+    assert after and max(t.publish_rate for t in after) > 0
+    assert all(b.totals.published >= a.totals.published for a, b in itertools.pairwise(ticks))
+    # The management API went away and came back: said so.
+    assert EventKind.SOURCE_STALE in kinds
+
+    s = summary.safety
+    assert summary.outcome == "completed", summary.errors
+    assert s.confirmed > spec.target_rate * 10
+    assert s.lost == 0, f"confirmed messages lost: {s}"
+    assert s.published == s.confirmed + s.nacked + s.unconfirmed
+    # Every in-flight-at-the-drop message is accounted as unconfirmed, not lost.
+    assert ended.detail["unconfirmed_at_drop"] <= s.unconfirmed
+    assert summary.session_dir is not None
+    session = open_session(Path(summary.session_dir))
+    recorded = {e.kind for e in session.events}
+    assert {EventKind.OUTAGE_STARTED, EventKind.OUTAGE_ENDED} <= recorded
+    record_figures(
+        "kill_quorum",
+        {
+            "node_down_s": round(down, 1),
+            "outage_s": ended.detail["seconds"],
+            "published": s.published,
+            "confirmed": s.confirmed,
+            "unconfirmed": s.unconfirmed,
+            "consumed": s.consumed,
+            "redelivered": s.redelivered,
+            "duplicates": s.duplicates,
+            "lost": s.lost,
+        },
+    )
+
+
+async def test_node_killed_mid_run_with_transient_messages_reports_the_loss(
+    node: LocalBroker, tmp_path: Path
+) -> None:
+    spec = RunSpec(
+        name="kill-transient",
+        queue_pattern="fault-transient-%d",
+        queue_type="classic",
+        durable=False,
+        persistent=False,
+        queues=1,
+        publishers=1,
+        consumers=1,
+        rate=200,
+        prefetch=50,
+        duration=30,
+        workers=0,
+    )
+    # Consumers are slower than publishers for a while so messages wait in the queue.
+    summary, events, _ticks, down = await run_with_kill(node, spec, tmp_path, kill_at=5)
+
+    s = summary.safety
+    messages = [e.message for e in events]
+    assert any(e.kind is EventKind.OUTAGE_ENDED for e in events), messages
+    # The queue died with the node: consumers are refused with the broker's own words.
+    assert any("NOT_FOUND" in m and "fault-transient-1" in m for m in messages), messages
+    # What was confirmed after the restart went to a queue that no longer exists.
+    assert s.lost > 0
+    assert s.lost <= s.confirmed - s.consumed + s.duplicates
+    assert s.published == s.confirmed + s.nacked + s.unconfirmed
+    record_figures(
+        "kill_transient",
+        {
+            "node_down_s": round(down, 1),
+            "published": s.published,
+            "confirmed": s.confirmed,
+            "unconfirmed": s.unconfirmed,
+            "consumed": s.consumed,
+            "redelivered": s.redelivered,
+            "duplicates": s.duplicates,
+            "lost": s.lost,
+        },
+    )

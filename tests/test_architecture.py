@@ -1,0 +1,62 @@
+"""The parts keep their dependency rules (DESIGN.md): the core runs without the TUI."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CORE = ("engine", "collectors", "spark_reports")
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def test_import_linter_contracts_hold() -> None:
+    lint = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run(
+        [str(lint)], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_spark_reports_reads_sessions_only_through_the_format_module() -> None:
+    for path in (ROOT / "spark_reports").rglob("*.py"):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            if top in ("engine", "collectors", "tui"):
+                assert name == "engine.recording.format", f"{path.name} imports {name}"
+
+
+def test_core_and_headless_cli_work_without_textual() -> None:
+    """Block Textual at import time, import every core module and run a headless command."""
+    code = """
+import importlib, pkgutil, sys
+class Block:
+    def find_spec(self, name, path=None, target=None):
+        if name == "textual" or name.startswith("textual."):
+            raise ImportError("textual is not installed")
+        return None
+sys.meta_path.insert(0, Block())
+for top in ("engine", "collectors", "spark_reports"):
+    package = importlib.import_module(top)
+    for info in pkgutil.walk_packages(package.__path__, top + "."):
+        importlib.import_module(info.name)
+from tui.cli import main
+sys.exit(main(["presets"]))
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert "bench1" in result.stdout

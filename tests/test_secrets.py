@@ -1,0 +1,158 @@
+"""A password never leaves the connection: not in sessions, output, listings or reports.
+
+A user with a distinctive password is created on the shared broker for this test (and
+deleted after). Runs take the password from FLOWDECK_PASSWORD, from --password-file and
+from the URI itself; then every file of the recorded sessions, everything ``flowdeck run``
+and ``flowdeck sessions`` printed, and a report if ``flowdeck report`` can make one, are
+searched for the password (plain and percent-encoded).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from engine.credentials import read_password_file, resolve_uri, with_password
+from engine.errors import SpecError
+
+ROOT = Path(__file__).resolve().parents[1]
+FLOWDECK = [sys.executable, "-m", "tui.cli"]
+MANAGEMENT = "http://127.0.0.1:15672"
+
+
+@pytest.fixture(scope="module")
+def broker_user() -> Iterator[tuple[str, str]]:
+    user = f"flowdeck-secret-{uuid.uuid4().hex[:8]}"
+    password = f"Zq7+pw/{uuid.uuid4().hex[:12]}@x%"  # characters that need encoding
+    with httpx.Client(base_url=MANAGEMENT, auth=("guest", "guest"), timeout=10) as api:
+        api.put(f"/api/users/{user}", json={"password": password, "tags": "monitoring"})
+        api.put(
+            f"/api/permissions/%2F/{user}",
+            json={"configure": "^flowdeck-secret-.*", "write": ".*", "read": ".*"},
+        ).raise_for_status()
+        try:
+            yield user, password
+        finally:
+            api.delete(f"/api/users/{user}")
+
+
+def forms(password: str) -> list[str]:
+    return [password, quote(password, safe=""), quote(password)]
+
+
+def flowdeck(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*FLOWDECK, *args],
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=ROOT,
+        env={**os.environ, "FLOWDECK_URI": "", "FLOWDECK_PASSWORD": "", **env},
+    )
+
+
+def assert_nowhere(password: str, texts: dict[str, str], directory: Path) -> int:
+    """No form of ``password`` in ``texts`` nor any file under ``directory``; how many
+    files were searched."""
+    for name, text in texts.items():
+        for form in forms(password):
+            assert form not in text, f"password found in {name}"
+    files = 0
+    for path in directory.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes()
+            files += 1
+            for form in forms(password):
+                assert form.encode() not in data, f"password found in {path}"
+    return files
+
+
+def test_password_sources_and_their_order(tmp_path: Path) -> None:
+    file = tmp_path / "pw"
+    file.write_text("from-file\nignored second line\n")
+    uri = "amqp://alice:from-uri@h:5672/%2F"
+    env = {"FLOWDECK_PASSWORD": "from env"}
+    assert resolve_uri(uri, password_file=file, environ=env) == "amqp://alice:from-file@h:5672/%2F"
+    assert resolve_uri(uri, environ=env) == "amqp://alice:from%20env@h:5672/%2F"
+    assert resolve_uri(uri, environ={}) == uri
+    assert with_password("amqp://h/%2F", "p@ss") == "amqp://guest:p%40ss@h/%2F"
+    (tmp_path / "empty").write_text("")
+    with pytest.raises(SpecError, match="is empty"):
+        read_password_file(tmp_path / "empty")
+    with pytest.raises(SpecError, match="does not exist"):
+        read_password_file(tmp_path / "missing")
+
+
+@pytest.mark.broker
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_password_appears_in_no_session_output_listing_or_report(
+    broker_user: tuple[str, str], tmp_path: Path
+) -> None:
+    user, password = broker_user
+    sessions = tmp_path / "sessions"
+    password_file = tmp_path / "password"
+    password_file.write_text(password + "\n")
+    password_file.chmod(0o600)
+    base = f"amqp://{user}@127.0.0.1:5672/%2F"
+    run = ["run", "--duration", "3", "--rate", "50", "--workers", "0", "--drain", "1"]
+    common = ["--management-url", MANAGEMENT, "--sessions-dir", str(sessions), "--cleanup"]
+    outputs: dict[str, str] = {}
+
+    def check(name: str, result: subprocess.CompletedProcess[str], code: int = 0) -> None:
+        outputs[name] = result.stdout + result.stderr
+        assert result.returncode == code, outputs[name]
+
+    check(
+        "run with FLOWDECK_PASSWORD",
+        flowdeck(*run, *common, "--uri", base, "--queue-pattern", "flowdeck-secret-env-%d",
+                 env={"FLOWDECK_PASSWORD": password}),
+    )  # fmt: skip
+    check(
+        "run with --password-file",
+        flowdeck(*run, *common, "--uri", base, "--password-file", str(password_file),
+                 "--queue-pattern", "flowdeck-secret-file-%d", env={}),
+    )  # fmt: skip
+    in_uri = f"amqp://{user}:{quote(password, safe='')}@127.0.0.1:5672/%2F"
+    check(
+        "run with FLOWDECK_URI",
+        flowdeck(*run, *common, "--queue-pattern", "flowdeck-secret-uri-%d",
+                 env={"FLOWDECK_URI": in_uri}),
+    )  # fmt: skip
+    # A wrong password is refused without being repeated back.
+    check(
+        "refused login",
+        flowdeck(*run, *common, "--uri", base, "--queue-pattern", "flowdeck-secret-bad-%d",
+                 env={"FLOWDECK_PASSWORD": password + "-wrong"}),
+        code=1,
+    )  # fmt: skip
+    assert "refused the login" in outputs["refused login"]
+    for name in ("run with FLOWDECK_PASSWORD", "run with --password-file", "run with FLOWDECK_URI"):
+        assert "completed" in outputs[name] and "lost (confirmed, never consumed)" in outputs[name]
+
+    check("sessions list", flowdeck("sessions", "list", "--sessions-dir", str(sessions), env={}))
+    session_ids = [p.name for p in sessions.iterdir() if p.is_dir()]
+    assert len(session_ids) == 3, session_ids
+    for session_id in session_ids:
+        check(
+            f"sessions show {session_id}",
+            flowdeck("sessions", "show", session_id, "--sessions-dir", str(sessions), env={}),
+        )
+    report_dir = tmp_path / "report"
+    report = flowdeck(
+        "report", *(str(sessions / s) for s in session_ids), "--out", str(report_dir), env={}
+    )
+    outputs["report"] = report.stdout + report.stderr
+    files = assert_nowhere(password, outputs, sessions)
+    assert files >= 3 * 4  # manifest, events and parquet parts of three sessions at least
+    if report.returncode == 0:
+        assert assert_nowhere(password, {}, report_dir) >= 1
+    print(f"\nsearched {files} session files; report exit {report.returncode}")

@@ -1,0 +1,93 @@
+"""The ``flowdeck`` command line.
+
+Each subcommand lives in its own module here with a ``register(subparsers)`` function that
+adds its parser and sets ``handler``; a handler returns the exit code. Textual is imported
+only when the app is opened, so headless runs start fast and work without it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from engine.errors import FlowdeckError, SpecError
+
+#: Subcommand modules, in the order ``flowdeck --help`` lists them.
+COMMAND_MODULES = (
+    "run",
+    "presets",
+    "broker",
+    "collect",
+    "sessions",
+    "report",
+    "cockpit",
+    "import_perftest",
+    "completion",
+)
+#: The words that name a subcommand on the command line.
+COMMAND_NAMES = frozenset(name.replace("_", "-") for name in COMMAND_MODULES)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="flowdeck",
+        description="A live stress cockpit for RabbitMQ. With no command, opens the cockpit.",
+    )
+    parser.add_argument("--version", action="store_true", help="print versions and exit")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"tui.cli.{name}")
+        module.register(subparsers)
+    return parser
+
+
+def _opens_cockpit(words: list[str]) -> bool:
+    """True when no command is named, so the words are the cockpit's own options
+    (``flowdeck --uri amqp://...`` opens the cockpit on that broker).
+    """
+    if not words or words[0] in ("-h", "--help", "--version"):
+        return False
+    return words[0].startswith("-") and not any(w in COMMAND_NAMES for w in words)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words == ["--version"]:  # answer without building every subcommand's parser
+        from tui.cli.versions import print_versions
+
+        print_versions()
+        return 0
+    parser = build_parser()
+    if _opens_cockpit(words):
+        words = ["cockpit", *words]
+    args = parser.parse_args(words)
+    if args.version:
+        from tui.cli.versions import print_versions
+
+        print_versions()
+        return 0
+    if args.command is None:
+        args = parser.parse_args(["cockpit"])
+    try:
+        code: int = args.handler(args)
+    except SpecError as exc:
+        print(f"flowdeck: {exc.message}", file=sys.stderr)
+        return 2
+    except FlowdeckError as exc:
+        print(f"flowdeck: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        # The reader went away (``flowdeck presets | head``): stop quietly, as Unix tools do.
+        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""`flowdeck broker start|status|stop`: a private RabbitMQ node for demos and runs.
+
+``start`` launches a node of its own (own name, ports, data dir, management and prometheus
+plugins, statistics every second), prints where it is and leaves it running, keeping its
+state in a small file under the user's state directory so ``status`` and ``stop`` find
+it. ``start --foreground`` keeps the node until Ctrl-C and then stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import platformdirs
+
+from engine.errors import FlowdeckError
+
+STATE_ENV = "FLOWDECK_BROKER_STATE"
+
+
+def state_file() -> Path:
+    """``$FLOWDECK_BROKER_STATE`` if set, else ``local-broker.json`` in the state dir."""
+    if os.environ.get(STATE_ENV):
+        return Path(os.environ[STATE_ENV])
+    return Path(platformdirs.user_state_dir("flowdeck")) / "local-broker.json"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "broker",
+        help="start, show or stop a private RabbitMQ node",
+        description="A private RabbitMQ node from the installed rabbitmq-server, on free "
+        "ports of 127.0.0.1, with the management and prometheus plugins and statistics "
+        "every second. It never touches a broker already running on the machine.",
+    )
+    actions = parser.add_subparsers(dest="broker_action", metavar="ACTION", required=True)
+    start = actions.add_parser("start", help="start the node and print its URLs")
+    start.add_argument(
+        "--foreground", action="store_true", help="keep the node until Ctrl-C, then stop it"
+    )
+    start.add_argument("--amqp-port", type=int, help="AMQP port (default: a free one)")
+    start.add_argument("--management-port", type=int, help="management port (default: free)")
+    start.add_argument("--prometheus-port", type=int, help="prometheus port (default: free)")
+    start.set_defaults(handler=_start)
+    status = actions.add_parser("status", help="say whether the node runs, and where")
+    status.set_defaults(handler=_status)
+    stop = actions.add_parser("stop", help="stop the node and remove its data")
+    stop.set_defaults(handler=_stop)
+    alarm = actions.add_parser(
+        "alarm",
+        help="raise a memory or disk alarm on the node, or clear both (for demos)",
+        description="Raise a memory alarm (memory high watermark near zero) or a disk alarm "
+        "(disk free limit above the free space) on the private node, or put both limits "
+        "back to RabbitMQ's defaults (0.4 of RAM, 50MB).",
+    )
+    alarm.add_argument("kind", choices=("memory", "disk", "clear"))
+    alarm.set_defaults(handler=_alarm)
+
+
+def _print_node(node: Any) -> None:
+    print(f"node        {node.nodename}")
+    print(f"uri         {node.uri}")
+    print(f"management  {node.management_url}  (guest/guest)")
+    print(f"prometheus  {node.prometheus_url}/metrics")
+    print(f"data        {node.base_dir}")
+
+
+def _attached() -> Any | None:
+    from collectors.local_broker import LocalBroker, load_state
+
+    path = state_file()
+    if not path.exists():
+        return None
+    try:
+        return LocalBroker.attach(load_state(path))
+    except (OSError, ValueError, KeyError) as exc:
+        raise FlowdeckError(
+            f"the broker state file {path} cannot be read ({exc}); delete it and start again"
+        ) from None
+
+
+def _start(args: argparse.Namespace) -> int:
+    from collectors import LocalBroker, SourceError
+    from collectors.local_broker import save_state
+
+    running = _attached()
+    if running is not None and running.running:
+        print("a private node is already running:")
+        _print_node(running)
+        return 0
+    node = LocalBroker(
+        name="flowdeck",
+        # beside its state file: two nodes with two state files never share (or delete)
+        # each other's data
+        base_dir=state_file().with_suffix(".data"),
+        amqp_port=args.amqp_port,
+        management_port=args.management_port,
+        prometheus_port=args.prometheus_port,
+    )
+    print("starting a private RabbitMQ node ...", flush=True)
+    try:
+        node.start()
+    except SourceError as exc:
+        node.stop(cleanup=True)
+        raise FlowdeckError(str(exc)) from None
+    print(f"started in {node.started_in:.1f} s")
+    _print_node(node)
+    if not args.foreground:
+        save_state(state_file(), node.detach())
+        print("stop it with: flowdeck broker stop")
+        return 0
+    print("Ctrl-C stops it", flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        while node.running:
+            time.sleep(0.5)
+        print("the node stopped by itself; its logs are in", node.log_dir)
+        return 1
+    except KeyboardInterrupt:
+        print("\nstopping the node ...", flush=True)
+        return 0
+    finally:
+        node.stop(cleanup=True)
+
+
+def _status(args: argparse.Namespace) -> int:
+    del args
+    node = _attached()
+    if node is None or not node.running:
+        print("no private node is running (start one: flowdeck broker start)")
+        return 1
+    print("running")
+    _print_node(node)
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    del args
+    node = _attached()
+    path = state_file()
+    if node is None:
+        print("no private node is running")
+        return 0
+    was_running = node.running
+    node.stop(cleanup=True)
+    path.unlink(missing_ok=True)
+    print(f"stopped {node.nodename}" if was_running else "the node had already stopped")
+    return 0
+
+
+#: Limits that raise an alarm at once on any machine, and RabbitMQ's defaults that clear it.
+_ALARM_LIMITS = {"memory": ("0.0001", None), "disk": (None, "1000000GB"), "clear": ("0.4", "50MB")}
+
+
+def _alarm(args: argparse.Namespace) -> int:
+    node = _attached()
+    if node is None or not node.running:
+        print("no private node is running (start one: flowdeck broker start)")
+        return 1
+    watermark, disk_limit = _ALARM_LIMITS[args.kind]
+    if watermark is not None:
+        node.set_memory_watermark(float(watermark))
+    if disk_limit is not None:
+        node.set_disk_free_limit(disk_limit)
+    if args.kind == "clear":
+        print(f"{node.nodename}: memory watermark 0.4, disk free limit 50MB (alarms clear)")
+    else:
+        print(f"{node.nodename}: {args.kind} alarm raised; clear it: flowdeck broker alarm clear")
+    return 0

@@ -1,0 +1,333 @@
+"""What several subcommands share: a RunSpec from flags, and which broker to use.
+
+Every RunSpec field is a flag with the same name (dashes for underscores), built from
+``engine.spec.FIELDS`` so a new field is a new flag. Values are taken as text and checked
+here or by RunSpec, so a bad one is a SpecError naming the field, the value and the range
+(one line, exit 2) instead of argparse's usage dump.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from engine.change import format_number, parse_change
+from engine.errors import FlowdeckError, SpecError
+from engine.presets import DEFAULT_PRESET, preset
+from engine.spec import (
+    FIELDS,
+    RunSpec,
+    ScheduleStep,
+    load_spec_file,
+    mask_password,
+    spec_from_mapping,
+)
+
+#: Scale of the default preset when ``flowdeck run`` gets no spec at all: fits 2 cores.
+DEFAULT_SCALE = 0.05
+
+#: Fields that get a special flag instead of the generic one.
+_SPECIAL = {"duration", "queue_args", "schedule"}
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
+_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+
+
+def parse_duration(text: str, field: str = "duration") -> float:
+    """Seconds from ``30``, ``30s``, ``5m``, ``1.5h``."""
+    match = _DURATION.match(text)
+    if not match:
+        raise SpecError(field, f"{field} must be seconds like 30, 30s, 5m or 1h, got {text!r}")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def parse_number(field: str, text: str) -> int | float:
+    """A flag's number, whole for whole-number fields."""
+    kind = FIELDS[field].kind
+    try:
+        value = float(text)
+    except ValueError:
+        raise SpecError(field, f"{field} must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise SpecError(field, f"{field} must be a finite number, got {text!r}")
+    if kind is int:
+        if not value.is_integer():
+            raise SpecError(field, f"{field} must be a whole number, got {text!r}")
+        return int(value)
+    return value
+
+
+def parse_scalar(text: str) -> int | float | bool | str:
+    """A queue argument's value: a number, true/false, or text."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            continue
+    return text
+
+
+def parse_queue_args(items: list[str]) -> dict[str, int | float | bool | str]:
+    args: dict[str, int | float | bool | str] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise SpecError(
+                "queue_args",
+                f"queue_args must be NAME=VALUE (e.g. x-max-length=10000), got {item!r}",
+            )
+        args[name.strip()] = parse_scalar(value.strip())
+    return args
+
+
+def parse_step(text: str, field: str = "change") -> ScheduleStep:
+    """``AT:CHANGE`` (``30:inflight=200``, ``1m:mark "warm"``) as a schedule step."""
+    at_text, sep, change_text = text.partition(":")
+    if not sep:
+        raise SpecError(field, f"{field} must be AT:CHANGE like 30s:inflight=200, got {text!r}")
+    at = parse_duration(at_text, field)
+    try:
+        change = parse_change(change_text)
+    except SpecError as exc:
+        raise SpecError(field, f"{field} {text!r}: {exc.message}") from None
+    return ScheduleStep(at, change)
+
+
+def parse_schedule_flag(text: str) -> list[ScheduleStep]:
+    """``--schedule "0:inflight=10; 60:inflight=20"``: steps separated by ``;``."""
+    return [parse_step(part.strip(), "schedule") for part in text.split(";") if part.strip()]
+
+
+def flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--preset``, ``--spec``, ``--scale`` and one flag per RunSpec field."""
+    source = parser.add_argument_group("what to run")
+    source.add_argument("--preset", metavar="NAME", help="a built-in preset (flowdeck presets)")
+    source.add_argument("--spec", metavar="FILE", help="a TOML spec file")
+    source.add_argument(
+        "--scale", metavar="F", help="shrink counts proportionally (e.g. 0.05) to fit a machine"
+    )
+    source.add_argument(
+        "--duration",
+        metavar="TIME",
+        help="how long the run lasts: 30, 30s, 5m, 1h; stretches a preset's schedule to fit",
+    )
+    source.add_argument(
+        "--change",
+        metavar="AT:CHANGE",
+        action="append",
+        default=[],
+        help="add a timed change, e.g. 30s:inflight=200 or '1m:mark \"warm\"' (repeatable)",
+    )
+    fields_group = parser.add_argument_group("spec fields (override the preset or file)")
+    for name, info in FIELDS.items():
+        if name == "duration":
+            continue
+        help_text = info.help.replace("%", "%%")  # argparse %-formats help
+        if info.low is not None and info.high is not None:
+            unit = f" {info.unit}" if info.unit else ""
+            help_text += f" ({format_number(info.low)}..{format_number(info.high)}{unit})"
+        if info.choices:
+            help_text += f" ({', '.join(info.choices)})"
+        if name == "queue_args":
+            fields_group.add_argument(
+                flag(name),
+                dest=name,
+                metavar="NAME=VALUE",
+                action="append",
+                default=None,
+                help=help_text + " (repeatable)",
+            )
+        elif name == "schedule":
+            fields_group.add_argument(
+                flag(name),
+                dest=name,
+                metavar="STEPS",
+                default=None,
+                help="timed changes replacing the spec's: '0:inflight=10; 60:inflight=20'",
+            )
+        elif info.kind is bool:
+            fields_group.add_argument(
+                flag(name),
+                dest=name,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=help_text,
+            )
+        else:
+            fields_group.add_argument(
+                flag(name), dest=name, metavar="VALUE", default=None, help=help_text
+            )
+
+
+def flag_values(args: argparse.Namespace) -> dict[str, Any]:
+    """The RunSpec fields given as flags, converted (duration and schedule excepted)."""
+    values: dict[str, Any] = {}
+    for name, info in FIELDS.items():
+        if name in _SPECIAL:
+            continue
+        raw = getattr(args, name, None)
+        if raw is None:
+            continue
+        if info.kind in (int, float):
+            values[name] = parse_number(name, raw)
+        else:
+            values[name] = raw
+    if getattr(args, "queue_args", None):
+        values["queue_args"] = parse_queue_args(args.queue_args)
+    return values
+
+
+def spec_from_args(args: argparse.Namespace) -> RunSpec:
+    """The run's spec: preset or file (or the default preset), scaled, then the flags,
+    then the duration (stretching the schedule) and the added changes.
+    """
+    if args.preset and args.spec:
+        raise SpecError("preset", "give either --preset or --spec, not both")
+    scale = None
+    if args.scale is not None:
+        try:
+            scale = float(args.scale)
+        except ValueError:
+            raise SpecError("scale", f"scale must be a number, got {args.scale!r}") from None
+    values = flag_values(args)
+    spec: RunSpec
+    if args.spec:
+        spec = load_spec_file(Path(args.spec), scale)
+    else:
+        name = args.preset
+        if name is None and not values:
+            name = DEFAULT_PRESET
+            scale = DEFAULT_SCALE if scale is None else scale
+        spec = preset(name) if name else spec_from_mapping({})
+        if scale is not None:
+            spec = spec.scaled(scale)
+    if values:
+        spec = spec_from_mapping(values, spec)
+    if args.duration is not None:
+        spec = spec.with_duration(parse_duration(args.duration))  # RunSpec checks the range
+    steps = list(spec.schedule)
+    if getattr(args, "schedule", None) is not None:
+        steps = parse_schedule_flag(args.schedule)
+    steps += [parse_step(text) for text in args.change]
+    if steps != list(spec.schedule):
+        spec = spec_from_mapping({"schedule": sorted(steps, key=lambda s: s.at)}, spec)
+    return spec
+
+
+def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--management-url`` and ``--prometheus-url`` are spec fields; these are not."""
+    group = parser.add_argument_group("broker")
+    group.add_argument(
+        "--management-user", metavar="USER", help="management API user (default: the uri's)"
+    )
+    group.add_argument("--management-password", metavar="PASSWORD", help="management API password")
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    """Where a run goes: the AMQP uri and management URL, and whether flowdeck started
+    the node itself (it stops it afterwards)."""
+
+    uri: str
+    management_url: str | None
+    prometheus_url: str | None
+    private: bool
+    #: host:port of the broker's rabbitmq_prometheus endpoint (what a Prometheus scrapes).
+    prometheus_target: str = ""
+    #: The broker's collect_statistics_interval in seconds, when flowdeck knows it.
+    statistics_interval: float | None = None
+
+
+@contextmanager
+def broker_for(
+    spec: RunSpec, environ: Mapping[str, str] | None = None, announce: Any = None
+) -> Iterator[Broker]:
+    """The broker a run uses: the spec's uri (``--uri``), else ``FLOWDECK_URI``, else a
+    private RabbitMQ node flowdeck starts now and stops when the block ends.
+    """
+    env = os.environ if environ is None else environ
+    uri = spec.uri or env.get("FLOWDECK_URI", "")
+    if uri:
+        spec_from_mapping({"uri": uri}, spec)  # a bad FLOWDECK_URI is a SpecError too
+        from collectors import prometheus_target_for
+
+        yield Broker(
+            uri,
+            spec.management_url or None,
+            spec.prometheus_url or None,
+            False,
+            prometheus_target_for(uri),
+        )
+        return
+    from collectors import LocalBroker, SourceError
+
+    node = LocalBroker(name="flowdeck-run")
+    if announce is not None:
+        announce("no --uri or FLOWDECK_URI: starting a private RabbitMQ node ...")
+    try:
+        node.start()
+    except SourceError as exc:
+        node.stop()
+        raise FlowdeckError(f"cannot start a private RabbitMQ node: {exc}") from None
+    try:
+        if announce is not None:
+            announce(
+                f"private node up in {node.started_in or 0:.1f} s at {mask_password(node.uri)}"
+            )
+        yield Broker(
+            node.uri,
+            node.management_url,
+            spec.prometheus_url or None,
+            True,
+            f"127.0.0.1:{node.prometheus_port}",
+            node.stats_interval_ms / 1000,
+        )
+    finally:
+        node.stop()
+
+
+@contextmanager
+def prometheus_for(broker: Broker, start: bool, announce: Any = None) -> Iterator[str | None]:
+    """The Prometheus URL a run uses: with ``start`` (``--start-prometheus``) a throwaway
+    server flowdeck starts now, scraping the broker's endpoint every second, and stops when
+    the block ends; else the one given (``--prometheus-url``) or none."""
+    if not start:
+        yield broker.prometheus_url
+        return
+    if broker.prometheus_url:
+        raise SpecError(
+            "prometheus_url",
+            "give either --prometheus-url or --start-prometheus, not both",
+        )
+    from collectors import PrometheusServer, SourceError
+
+    server = PrometheusServer([broker.prometheus_target])
+    try:
+        server.start()
+        server.wait_scraped(timeout=20)
+    except SourceError as exc:
+        server.stop()
+        raise FlowdeckError(f"cannot start a Prometheus server for the run: {exc}") from None
+    try:
+        if announce is not None:
+            announce(
+                f"Prometheus up at {server.url}, scraping {broker.prometheus_target} every "
+                f"{server.scrape_interval:g} s"
+            )
+        yield server.url
+    finally:
+        server.stop()

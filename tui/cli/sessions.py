@@ -1,0 +1,262 @@
+"""``flowdeck sessions``: list, show, export and delete recorded sessions.
+
+Sessions live under ``--sessions-dir``, else ``$FLOWDECK_SESSIONS_DIR``, else the user's
+data directory (see ``engine.recording.recorder.default_sessions_root``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from engine.errors import FlowdeckError
+from engine.events import EventKind
+from engine.latency import LatencyKind, SendBasis
+from engine.recording import format as fmt
+from engine.recording.reader import (
+    SessionInfo,
+    delete_session,
+    export_csv,
+    list_sessions,
+    open_session_by_id,
+)
+from engine.recording.recorder import SESSIONS_DIR_ENV, default_sessions_root
+
+
+def add_sessions_dir_argument(parser: argparse.ArgumentParser) -> None:
+    """``--sessions-dir``, read back by :func:`sessions_root` (``flowdeck report`` too)."""
+    parser.add_argument(
+        "--sessions-dir",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help=f"where sessions are (default: ${SESSIONS_DIR_ENV}, else {default_sessions_root()})",
+    )
+
+
+def register(subparsers: Any) -> None:
+    common = argparse.ArgumentParser(add_help=False)
+    add_sessions_dir_argument(common)
+    parser = subparsers.add_parser(
+        "sessions", help="list, show, export and delete recorded sessions"
+    )
+    actions = parser.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
+
+    listing = actions.add_parser("list", parents=[common], help="one line per recorded session")
+    listing.set_defaults(handler=list_command)
+
+    show = actions.add_parser("show", parents=[common], help="a session's summary and event log")
+    show.add_argument("session_id", metavar="ID", help="session id (a unique prefix will do)")
+    show.set_defaults(handler=show_command)
+
+    export = actions.add_parser("export", parents=[common], help="write a session as CSV files")
+    export.add_argument("session_id", metavar="ID", help="session id (a unique prefix will do)")
+    export.add_argument("--csv", type=Path, required=True, metavar="DIR", help="output directory")
+    export.set_defaults(handler=export_command)
+
+    delete = actions.add_parser("delete", parents=[common], help="delete a session from disk")
+    delete.add_argument("session_id", metavar="ID", help="session id (a unique prefix will do)")
+    delete.set_defaults(handler=delete_command)
+
+
+def sessions_root(args: argparse.Namespace) -> Path:
+    root: Path | None = args.sessions_dir
+    return root.expanduser() if root is not None else default_sessions_root()
+
+
+def list_command(args: argparse.Namespace) -> int:
+    root = sessions_root(args)
+    infos = list_sessions(root)
+    if not infos:
+        print(f"no sessions in {root}")
+        return 0
+    header = ("ID", "START", "NAME", "DURATION", "OUTCOME", "PHASES", "PEAK PUB/s", "PEAK CONS/s")
+    rows = [header, *(_list_row(info) for info in infos)]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    right = {3, 5, 6, 7}
+    for row in rows:
+        cells = [
+            cell.rjust(width) if i in right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ]
+        print("  ".join(cells).rstrip())
+    problems = [info for info in infos if info.problem]
+    for info in problems:
+        print(f"{info.session_id}: {info.problem}")
+    print(f"{len(infos)} session{'s' if len(infos) != 1 else ''} in {root}")
+    return 0
+
+
+def _list_row(info: SessionInfo) -> tuple[str, ...]:
+    if info.problem:
+        return (info.session_id, "-", "-", "-", "unreadable", "-", "-", "-")
+    return (
+        info.session_id,
+        _local_time(info.start),
+        info.name,
+        _seconds(info.duration),
+        info.outcome,
+        str(info.phases),
+        _rate(info.peak_publish_rate),
+        _rate(info.peak_consume_rate),
+    )
+
+
+def show_command(args: argparse.Namespace) -> int:
+    session = open_session_by_id(sessions_root(args), args.session_id)
+    manifest = session.manifest
+    spec = manifest.spec
+    summary = manifest.summary or {}
+    outcome = session.outcome
+    if manifest.stop_reason:
+        outcome = f"{outcome} ({manifest.stop_reason})"
+    lines = [
+        ("session", manifest.session_id),
+        ("path", str(session.path)),
+        ("name", manifest.name + (f" - {spec['description']}" if spec.get("description") else "")),
+        ("started", _local_time(manifest.start)),
+        ("ended", _local_time(manifest.end) if manifest.end is not None else "-"),
+        ("duration", _seconds(session.duration)),
+        ("outcome", outcome),
+        ("host", manifest.host),
+        ("versions", ", ".join(f"{k} {v}" for k, v in sorted(manifest.versions.items()))),
+        ("format", manifest.schema_version),
+        ("broker", str(spec.get("uri") or "private local node")),
+        ("spec", _describe_spec(spec)),
+    ]
+    totals = session.totals()
+    lines.append(
+        (
+            "totals",
+            ", ".join(f"{name} {getattr(totals, name):,}" for name in totals.__dataclass_fields__),
+        )
+    )
+    series = session.client_per_second()
+    duration = session.duration or 0.0
+    for label, column, count in (
+        ("publish", "published_rate", totals.published),
+        ("consume", "consumed_rate", totals.consumed),
+    ):
+        peak = max(series.column(column).to_pylist(), default=None)
+        mean = count / duration if duration > 0 else None
+        lines.append((label, f"mean {_rate(mean)} msg/s, peak {_rate(peak)} msg/s"))
+    for kind in LatencyKind:
+        for basis in SendBasis:
+            p = session.latency_percentiles(kind, basis)
+            if p is not None:
+                lines.append(
+                    (
+                        f"{kind.value} {basis.value}",
+                        f"p50 {p.p50:.2f} p75 {p.p75:.2f} p95 {p.p95:.2f} p99 {p.p99:.2f} "
+                        f"max {p.max:.2f} ms ({p.count:,} samples)",
+                    )
+                )
+    safety = summary.get("safety")
+    if isinstance(safety, dict):
+        lines.append(("data safety", ", ".join(f"{k} {v:,}" for k, v in safety.items())))
+    broker = session.table(fmt.BROKER_DIR)
+    if broker.num_rows:
+        lines.append(("broker samples", f"{broker.num_rows:,}"))
+    lines.append(("phases", str(session.phases)))
+    if manifest.recording_error:
+        lines.append(("recording", manifest.recording_error))
+    if session.torn_event_lines:
+        lines.append(("event log", f"{session.torn_event_lines} torn line(s) skipped"))
+    for problem in session.problems:
+        lines.append(("problem", problem))
+    width = max(len(label) for label, _ in lines)
+    for label, value in lines:
+        print(f"{label.ljust(width)}  {value}")
+    print()
+    events = session.events
+    print(f"events ({len(events)})")
+    for event in events:
+        change = f" #{event.change_id}" if event.change_id is not None else ""
+        marker = "!" if event.kind in _ALERT_KINDS else " "
+        print(
+            f"{marker}{event.at - manifest.start:+9.1f}s  {event.kind.value:<17}"
+            f"{change:<5} {event.message}"
+        )
+    return 0
+
+
+_ALERT_KINDS = frozenset(
+    {EventKind.ALARM_RAISED, EventKind.BLOCKED, EventKind.OUTAGE_STARTED, EventKind.ERROR}
+)
+
+
+def export_command(args: argparse.Namespace) -> int:
+    session = open_session_by_id(sessions_root(args), args.session_id)
+    try:
+        written = export_csv(session, args.csv)
+    except OSError as exc:
+        raise FlowdeckError(
+            f"cannot write CSV files to {args.csv}: {exc.strerror or exc}; choose another --csv"
+        ) from None
+    for path in written:
+        print(path)
+    print(f"exported session {session.session_id} to {args.csv} ({len(written)} files)")
+    return 0
+
+
+def delete_command(args: argparse.Namespace) -> int:
+    deleted = delete_session(sessions_root(args), args.session_id)
+    print(
+        f"deleted session {deleted.path.name}: {deleted.path} "
+        f"({deleted.files} files, {_size(deleted.size_bytes)})"
+    )
+    return 0
+
+
+def _describe_spec(spec: dict[str, Any]) -> str:
+    queue = f"{spec.get('queues', '?')} {spec.get('queue_type', '?')} queue(s)"
+    rate = spec.get("rate", 0)
+    parts = [
+        f"{spec.get('publishers', '?')} publishers",
+        f"{spec.get('consumers', '?')} consumers",
+        queue,
+        f"rate {rate} msg/s each" if rate else "rate unlimited",
+        f"inflight {spec.get('inflight', '?')}",
+        f"prefetch {spec.get('prefetch', '?')}",
+        f"ack_every {spec.get('ack_every', '?')}",
+        f"{spec.get('message_size', '?')} B",
+    ]
+    schedule = spec.get("schedule") or []
+    if schedule:
+        parts.append(f"{len(schedule)} scheduled change(s)")
+    return ", ".join(parts)
+
+
+def _local_time(at: float | None) -> str:
+    if at is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    if value >= 3600:
+        return f"{int(value // 3600)}h{int(value % 3600 // 60):02d}m"
+    if value >= 60:
+        return f"{int(value // 60)}m{int(value % 60):02d}s"
+    return f"{value:.1f}s"
+
+
+def _rate(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:,.0f}"
+
+
+def _size(size_bytes: int) -> str:
+    if size_bytes < 1024:
+        return f"{size_bytes} B"
+    size = float(size_bytes)
+    for unit in ("KiB", "MiB", "GiB"):
+        size /= 1024
+        if size < 1024 or unit == "GiB":
+            break
+    return f"{size:.1f} {unit}"

@@ -1,0 +1,1 @@
+"""The cockpit's screens: launch, live dashboard, summary, sessions, replay, help."""

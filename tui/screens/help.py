@@ -1,0 +1,56 @@
+"""The help screen, generated from the key table that drives the keys."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.table import Table
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from tui.keys import KEY_DISPLAY, KEY_TABLE, KeyRow
+
+
+def help_table(rows: tuple[KeyRow, ...] = KEY_TABLE) -> Table:
+    table = Table(title="flowdeck keys", expand=True, show_lines=False)
+    table.add_column("key", style="bold", no_wrap=True)
+    table.add_column("what it does")
+    table.add_column("group", style="dim")
+    for row in rows:
+        table.add_row(KEY_DISPLAY.get(row.key, row.key), row.description, row.group)
+    return table
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key of the dashboard, from ``tui.keys.KEY_TABLE``."""
+
+    DEFAULT_CSS = """
+    HelpScreen {
+        align: center middle;
+    }
+    HelpScreen > VerticalScroll {
+        width: 80;
+        max-width: 100%;
+        height: 90%;
+        border: thick $primary;
+        background: $surface;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "dismiss", "close")]
+
+    def __init__(self, rows: tuple[KeyRow, ...] = KEY_TABLE) -> None:
+        super().__init__()
+        self.rows = rows
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(help_table(self.rows), id="help-table")
+            yield Static(
+                "Steps double or halve limits and rates, add or remove one client. "
+                "A change shows as pending until every worker has it in force. "
+                "Escape closes this help."
+            )

@@ -1,0 +1,395 @@
+"""The launch screen: pick a preset, load a spec file or edit the form, check the broker,
+launch. Every field is validated as it is typed; the message shows next to the field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar, cast
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widget import Widget
+from textual.widgets import Footer, Input, Label, OptionList, Select, Static, Switch
+from textual.widgets.option_list import Option
+
+from engine.errors import FlowdeckError, SpecError
+from engine.presets import DEFAULT_PRESET, PRESETS, preset
+from engine.spec import FIELDS, RunSpec, load_spec_file, spec_from_mapping
+from tui.broker_check import CheckLine, check_sources
+from tui.spec_text import field_text, field_value
+
+#: Presets reproduce full-size benchmarks; the cockpit starts them scaled to a small machine.
+DEFAULT_SCALE = 0.1
+BROKER_FIELDS = ("uri", "management_url", "prometheus_url")
+
+
+def what_it_runs(spec: RunSpec) -> str:
+    rate = f"{spec.rate:g} msg/s" if spec.rate else "as fast as possible"
+    lazy = " lazy" if spec.lazy else ""
+    parts = [
+        f"{spec.queues} {spec.queue_type}{lazy} queue{'s' if spec.queues != 1 else ''}",
+        f"{spec.publishers} publisher{'s' if spec.publishers != 1 else ''} x {rate}",
+        f"{spec.consumers} consumer{'s' if spec.consumers != 1 else ''}",
+        f"{spec.message_size} B messages",
+        f"in-flight {spec.inflight or 'no limit'}",
+        f"prefetch {spec.prefetch or 'unlimited'}",
+        f"ack every {spec.ack_every}",
+        f"{spec.duration:g} s",
+    ]
+    if spec.schedule:
+        steps = ", ".join(f"{s.at:g}s {s.change.describe()}" for s in spec.schedule[:6])
+        more = "…" if len(spec.schedule) > 6 else ""
+        parts.append(f"schedule: {steps}{more}")
+    return "; ".join(parts)
+
+
+def field_id(name: str) -> str:
+    return f"field-{name}"
+
+
+class LaunchScreen(Screen[None]):
+    """Build a RunSpec and start it."""
+
+    DEFAULT_CSS = """
+    LaunchScreen #presets {
+        width: 30;
+        border: round $primary;
+        border-title-align: left;
+    }
+    LaunchScreen #preset-list {
+        height: 1fr;
+        min-height: 5;
+        border: none;
+        padding: 0;
+    }
+    LaunchScreen #preset-info {
+        height: 1fr;
+        color: $text-muted;
+        overflow-y: auto;
+    }
+    LaunchScreen #form {
+        width: 1fr;
+        border: round $primary;
+        border-title-align: left;
+    }
+    LaunchScreen .field-row {
+        height: auto;
+    }
+    LaunchScreen .field-name {
+        width: 20;
+        padding: 0 1 0 0;
+        text-style: bold;
+    }
+    LaunchScreen .field-row Switch {
+        border: none;
+        height: 1;
+        padding: 0;
+    }
+    LaunchScreen .field-row Input, LaunchScreen .field-row Select {
+        width: 1fr;
+    }
+    LaunchScreen .field-error {
+        color: $error;
+        height: auto;
+        padding-left: 20;
+    }
+    LaunchScreen .field-error.-empty {
+        display: none;
+    }
+    LaunchScreen .field-help {
+        color: $text-muted;
+        padding-left: 20;
+        height: auto;
+    }
+    LaunchScreen #checks {
+        height: auto;
+        border: round $secondary;
+        padding: 0 1;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+r", "launch", "launch the run", priority=True),
+        Binding("ctrl+k", "check_broker", "check broker", priority=True),
+        Binding("ctrl+o", "load_file", "load spec file", priority=True),
+        Binding("ctrl+e", "sessions", "sessions", priority=True),
+    ]
+
+    def __init__(self, spec: RunSpec | None = None) -> None:
+        super().__init__()
+        self.initial = spec or preset(DEFAULT_PRESET, DEFAULT_SCALE)
+        self.spec: RunSpec | None = self.initial
+        self._filling = False
+        # Every keystroke validates the whole form: DOM queries per field would make that
+        # (and the burst of Changed events at mount) cost tens of ms on the event loop.
+        self._fields: dict[str, Widget] = {}
+        self._error_labels: dict[str, Static | None] = {}
+        self._errors_shown: dict[str, str] = {}
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            with Vertical(id="presets"):
+                yield OptionList(*(Option(name, id=name) for name in PRESETS), id="preset-list")
+                yield Static("", id="preset-info")
+            with VerticalScroll(id="form"):
+                yield from self._file_rows()
+                values = self.initial.to_mapping()
+                for name, info in FIELDS.items():
+                    yield from self._field_rows(name, info, values[name])
+        yield Static("", id="checks")
+        yield Footer()
+
+    def _file_rows(self) -> ComposeResult:
+        with Horizontal(classes="field-row"):
+            yield Label("spec file", classes="field-name")
+            yield Input(placeholder="path/to/run.toml (Enter loads)", compact=True, id="spec-path")
+        yield Static("", markup=False, classes="field-error -empty", id="error-spec")
+        with Horizontal(classes="field-row"):
+            yield Label("preset scale", classes="field-name")
+            yield Input(str(DEFAULT_SCALE), compact=True, id="scale")
+        yield Static("", markup=False, classes="field-error -empty", id="error-scale")
+        yield Static(
+            "presets and files are scaled by this factor to fit this machine",
+            classes="field-help",
+        )
+
+    def _field_rows(self, name: str, info: Any, value: Any) -> ComposeResult:
+        with Horizontal(classes="field-row"):
+            yield Label(name, classes="field-name")
+            if info.kind is bool:
+                yield Switch(value=bool(value), id=field_id(name))
+            elif info.choices:
+                yield Select(
+                    [(c, c) for c in info.choices],
+                    value=value,
+                    allow_blank=False,
+                    compact=True,
+                    id=field_id(name),
+                )
+            else:
+                yield Input(field_text(name, value), compact=True, id=field_id(name))
+        yield Static("", markup=False, classes="field-error -empty", id=f"error-{name}")
+        unit = f" ({info.unit})" if info.unit else ""
+        yield Static(f"{info.help}{unit}", classes="field-help", markup=False)
+
+    def on_mount(self) -> None:
+        option_list = self.query_one("#preset-list", OptionList)
+        names = list(PRESETS)
+        if self.initial.name in names:
+            option_list.highlighted = names.index(self.initial.name)
+        self.show_preset_info(self.initial.name)
+        self.query_one("#presets").border_title = "presets (Enter loads)"
+        self.query_one("#form").border_title = "run spec (checked as you type)"
+        self.query_one("#checks").border_title = "broker check (ctrl+k)"
+        self.action_check_broker()
+
+    # -- presets and files ---------------------------------------------------------------
+
+    def scale(self) -> float:
+        """The preset scale factor typed; SpecError (shown next to it) when it is wrong."""
+        text = self.query_one("#scale", Input).value.strip()
+        try:
+            factor = float(text)
+        except ValueError:
+            factor = float("nan")
+        if not 0 < factor <= 100:
+            message = f"scale must be a number in (0, 100], got {text!r}"
+            self.show_error("scale", message)
+            raise SpecError("scale", message)
+        self.show_error("scale", "")
+        return factor
+
+    def show_preset_info(self, name: str) -> None:
+        spec = PRESETS.get(name)
+        info = self.query_one("#preset-info", Static)
+        if spec is None:
+            info.update("")
+            return
+        info.update(
+            Text.assemble(
+                (f"{name}\n", "bold"),
+                f"{spec.description}\n\n",
+                ("runs: ", "bold"),
+                what_it_runs(spec),
+                ("\n\nEnter: load it into the form", "italic"),
+            )
+        )
+
+    @on(OptionList.OptionHighlighted, "#preset-list")
+    def preset_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self.show_preset_info(str(event.option.id))
+
+    @on(OptionList.OptionSelected, "#preset-list")
+    def preset_selected(self, event: OptionList.OptionSelected) -> None:
+        try:
+            spec = preset(str(event.option.id), self.scale())
+        except SpecError:
+            return
+        self.fill(spec)
+        self.notify(f"preset {spec.name} loaded (scale {self.scale():g})", timeout=3)
+
+    def action_load_file(self) -> None:
+        self.load_file(self.query_one("#spec-path", Input).value)
+
+    @on(Input.Submitted, "#spec-path")
+    def spec_path_submitted(self, event: Input.Submitted) -> None:
+        self.load_file(event.value)
+
+    def load_file(self, text: str) -> None:
+        if not text.strip():
+            self.show_error("spec", "type the path of a TOML spec file, then Enter")
+            self.query_one("#spec-path", Input).focus()
+            return
+        try:
+            spec = load_spec_file(Path(text.strip()).expanduser())
+        except SpecError as exc:
+            self.show_error("spec", exc.message)
+            return
+        self.show_error("spec", "")
+        self.fill(spec)
+        self.notify(f"spec file loaded: {spec.name}", timeout=3)
+
+    def fill(self, spec: RunSpec) -> None:
+        """Put a spec's values in the form."""
+        self._filling = True
+        values = spec.to_mapping()
+        try:
+            for name in FIELDS:
+                widget = self.field_widget(name)
+                value = values[name]
+                if isinstance(widget, Switch | Select):
+                    widget.value = value
+                elif isinstance(widget, Input):
+                    widget.value = field_text(name, value)
+        finally:
+            self._filling = False
+        self.validate()
+
+    # -- validation ----------------------------------------------------------------------
+
+    def values(self) -> dict[str, Any]:
+        """The form's values; SpecError naming the field when one cannot be read."""
+        values: dict[str, Any] = {}
+        for name in FIELDS:
+            widget = self.field_widget(name)
+            if isinstance(widget, Switch | Select):
+                values[name] = widget.value
+            elif isinstance(widget, Input):
+                values[name] = field_value(name, widget.value)
+        return values
+
+    def field_widget(self, name: str) -> Widget:
+        """The form's input for spec field ``name``."""
+        widget = self._fields.get(name)
+        if widget is None:
+            widget = self._fields[name] = self.query_one(f"#{field_id(name)}")
+        return widget
+
+    def validate(self) -> RunSpec | None:
+        """Build the spec from the form; show the error next to its field, or clear them."""
+        spec: RunSpec | None = None
+        failed = message = ""
+        try:
+            spec = spec_from_mapping(self.values())
+        except SpecError as exc:
+            failed, message = self.field_of(exc.field), exc.message
+        for name in FIELDS:
+            self.show_error(name, message if name == failed else "")
+        self.spec = spec
+        return spec
+
+    @staticmethod
+    def field_of(error_field: str) -> str:
+        """``schedule[2].at`` and ``queue_args.x-max-length`` belong to their form field."""
+        base = error_field.split("[")[0].split(".")[0]
+        return base if base in FIELDS else "name"
+
+    def show_error(self, name: str, message: str) -> None:
+        if name not in self._error_labels:
+            matches = self.query(f"#error-{name}")
+            self._error_labels[name] = matches.first(Static) if matches else None
+        label = self._error_labels[name]
+        if label is None or self._errors_shown.get(name, "") == message:
+            return
+        self._errors_shown[name] = message
+        label.update(f"✗ {message}" if message else "")
+        label.set_class(not message, "-empty")
+
+    @on(Input.Changed)
+    @on(Switch.Changed)
+    @on(Select.Changed)
+    def field_changed(self, event: Any) -> None:
+        if self._filling or getattr(event.control, "id", "") in ("spec-path", "scale"):
+            return
+        self.validate()
+
+    @on(Input.Submitted)
+    def field_submitted(self, event: Input.Submitted) -> None:
+        name = (event.input.id or "").removeprefix("field-")
+        if name in BROKER_FIELDS:
+            self.action_check_broker()
+
+    # -- broker check and launch --------------------------------------------------------
+
+    def action_check_broker(self) -> None:
+        spec = self.validate()
+        values = {
+            name: cast(Input, self.field_widget(name)).value.strip() for name in BROKER_FIELDS
+        }
+        if spec is None and any(self._error_text(n) for n in BROKER_FIELDS):
+            return
+        self.query_one("#checks", Static).update("checking the broker…")
+        self.run_checks(values["uri"], values["management_url"], values["prometheus_url"])
+
+    def _error_text(self, name: str) -> str:
+        return self._errors_shown.get(name, "")
+
+    @work(exclusive=True, group="broker-check")
+    async def run_checks(self, uri: str, management_url: str, prometheus_url: str) -> None:
+        lines = await check_sources(uri, management_url, prometheus_url)
+        self.show_checks(lines)
+
+    def show_checks(self, lines: list[CheckLine]) -> None:
+        text = Text()
+        for index, line in enumerate(lines):
+            if index:
+                text.append("\n")
+            text.append("✓ " if line.ok else "✗ ", style="bold green" if line.ok else "bold red")
+            text.append(f"{line.source}: ", style="bold")
+            text.append(line.message)
+        self.query_one("#checks", Static).update(text)
+
+    def action_launch(self) -> None:
+        spec = self.validate()
+        if spec is None:
+            self.notify("fix the field marked ✗ first", severity="error")
+            return
+        where = (spec.uri and "the broker") or "a private RabbitMQ node (starting it first)"
+        self.notify(f"launching {spec.name} on {where}…", timeout=4)
+        self.prepare(spec)
+
+    @work(exclusive=True, thread=True, group="launch")
+    def prepare(self, spec: RunSpec) -> None:
+        from tui.launcher import prepare_run
+
+        try:
+            prepared = prepare_run(spec, getattr(self.app, "sessions_root", None))
+        except FlowdeckError as exc:
+            self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=20)
+            return
+        self.app.call_from_thread(self.open_live, prepared.control)
+
+    def open_live(self, control: Any) -> None:
+        from tui.screens.live import LiveScreen
+
+        self.app.push_screen(LiveScreen(control))
+
+    def action_sessions(self) -> None:
+        from tui.screens.sessions import SessionsScreen
+
+        self.app.push_screen(SessionsScreen())

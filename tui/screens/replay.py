@@ -1,0 +1,127 @@
+"""Replaying a recorded session through the same dashboard panels as a live run."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.events import Resize
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import Footer, TabbedContent
+
+from engine.latency import SendBasis
+from tui.model import RunHistory
+from tui.replay import Replay, apply_frame
+from tui.screens.live import WIDE_COLUMNS
+from tui.widgets.dashboard import Dashboard
+from tui.widgets.event_log import EventLog
+from tui.widgets.latency_chart import LatencyChart
+from tui.widgets.run_header import clock
+
+SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0)
+
+
+class ReplayScreen(Screen[None]):
+    """Plays one recorded second per tick (faster with ``+``); seek with the arrows."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        # Priority: the focused tabs and tables would take these keys for themselves.
+        Binding("space", "play_pause", "play / pause", key_display="space", priority=True),
+        Binding("left", "seek(-10)", "-10 s", priority=True),
+        Binding("right", "seek(10)", "+10 s", priority=True),
+        Binding("home", "seek_to(0)", "start", show=False, priority=True),
+        Binding("end", "seek_to(-1)", "end", show=False, priority=True),
+        Binding("plus,equals_sign", "speed(1)", "faster", key_display="+"),
+        Binding("minus", "speed(-1)", "slower", key_display="-", show=False),
+        Binding("l", "toggle_basis", "latency basis"),
+        Binding("e", "show_tab('events')", "events", show=False),
+        Binding("q", "show_tab('queues')", "queues", show=False),
+        Binding("escape", "app.pop_screen", "back"),
+    ]
+
+    def __init__(self, replay: Replay, *, autoplay: bool = True) -> None:
+        super().__init__()
+        self.replay = replay
+        self.position = -1
+        self.history = RunHistory()
+        self.playing = autoplay
+        self.speed_index = 0
+        self._timer: Timer | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Dashboard(f"replay of {self.replay.name}", id="dashboard")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.seek_to(0)
+        self._timer = self.set_interval(1.0 / SPEEDS[self.speed_index], self.advance)
+
+    def on_resize(self, event: Resize) -> None:
+        self.query_one(Dashboard).set_class(event.size.width >= WIDE_COLUMNS, "-wide")
+
+    @property
+    def last_position(self) -> int:
+        return len(self.replay.frames) - 1
+
+    def advance(self) -> None:
+        if not self.playing or self.position >= self.last_position:
+            if self.position >= self.last_position:
+                self.playing = False
+            self.show()
+            return
+        self.position += 1
+        frame = self.replay.frames[self.position]
+        apply_frame(self.history, frame)
+        log = self.query_one(EventLog)
+        for event in frame.events:
+            log.add(event)
+        self.show()
+
+    def seek_to(self, position: int) -> None:
+        if not self.replay.frames:
+            self.position = -1
+            self.show()
+            return
+        if position < 0:
+            position = self.last_position
+        self.position = min(max(position, 0), self.last_position)
+        self.history = self.replay.history_at(self.position)
+        self.query_one(EventLog).replace_all(self.history.events)
+        self.show()
+
+    def show(self) -> None:
+        dashboard = self.query_one(Dashboard)
+        total = clock(len(self.replay.frames))
+        state = "playing" if self.playing else "paused"
+        speed = SPEEDS[self.speed_index]
+        dashboard.note = f"REPLAY {state} x{speed:g} at {clock(self.position + 1)} of {total}"
+        tick = self.history.last_tick
+        dashboard.show(self.history, tick.settings if tick else None, ())
+
+    def action_play_pause(self) -> None:
+        if not self.playing and self.position >= self.last_position:
+            self.seek_to(0)
+        self.playing = not self.playing
+        self.show()
+
+    def action_seek(self, seconds: int) -> None:
+        self.seek_to(max(0, self.position + seconds))
+
+    def action_seek_to(self, position: int) -> None:
+        self.seek_to(position)
+
+    def action_speed(self, step: int) -> None:
+        self.speed_index = min(max(self.speed_index + step, 0), len(SPEEDS) - 1)
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_interval(1.0 / SPEEDS[self.speed_index], self.advance)
+        self.show()
+
+    def action_toggle_basis(self) -> None:
+        chart = self.query_one(LatencyChart)
+        chart.basis = SendBasis.INTENDED if chart.basis is SendBasis.ACTUAL else SendBasis.ACTUAL
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab

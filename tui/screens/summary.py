@@ -1,0 +1,108 @@
+"""The end of a run: outcome, rates, latency, the data-safety accounting, the session."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Static
+
+from engine.progress import RunSummary
+from tui.model import human_count
+from tui.widgets.run_header import clock
+
+SAFETY_WORDS = (
+    ("published", "published"),
+    ("confirmed", "confirmed by the broker"),
+    ("nacked", "nacked by the broker"),
+    ("returned", "returned (unroutable)"),
+    ("consumed", "consumed"),
+    ("redelivered", "redelivered"),
+    ("duplicates", "consumed twice"),
+    ("unconfirmed", "never confirmed nor nacked"),
+    ("lost", "LOST: confirmed, never consumed"),
+)
+
+
+def summary_renderable(summary: RunSummary) -> RenderableType:
+    head = Text.assemble(
+        (f"{summary.name}: {summary.outcome}", "bold"),
+        f" after {clock(summary.duration)} ({summary.stop_reason or 'ran its duration'}), "
+        f"{summary.phases} phase{'s' if summary.phases != 1 else ''}",
+    )
+    rates = Text(
+        f"mean msg/s: published {summary.publish_rate:.1f}, confirmed "
+        f"{summary.confirm_rate:.1f}, consumed {summary.consume_rate:.1f}"
+    )
+    safety = Table(title="data safety", expand=False)
+    safety.add_column("messages")
+    safety.add_column("count", justify="right")
+    for field, words in SAFETY_WORDS:
+        value = getattr(summary.safety, field)
+        bad = field in ("lost", "duplicates", "unconfirmed", "nacked") and value > 0
+        safety.add_row(
+            Text(words, style="bold red" if bad else ""),
+            Text(f"{value:,}", style="bold red" if bad else ""),
+        )
+    latency = Table(title="latency ms over the run", expand=False)
+    for header in ("kind", "basis", "p50", "p95", "p99", "max", "samples"):
+        latency.add_column(header, justify="right" if header not in ("kind", "basis") else "left")
+    for (kind, basis), p in sorted(summary.latency.items()):
+        latency.add_row(
+            kind.value,
+            basis.value,
+            f"{p.p50:.2f}",
+            f"{p.p95:.2f}",
+            f"{p.p99:.2f}",
+            f"{p.max:.2f}",
+            human_count(p.count),
+        )
+    no_confirms = Text(
+        "confirms off: the broker confirmed nothing, so loss cannot be assessed",
+        style="bold yellow",
+    )
+    where = Text.assemble(
+        ("session recorded in ", "bold"),
+        (summary.session_dir or "nowhere (recording off)", "underline"),
+    )
+    parts: list[RenderableType] = [head, rates, safety]
+    if not summary.safety.confirms:
+        parts.append(no_confirms)
+    parts += [latency, where]
+    if summary.recording_error:
+        parts.append(Text(f"recording: {summary.recording_error}", style="bold red"))
+    for error in summary.errors:
+        parts.append(Text(f"error: {error}", style="red"))
+    return Group(*parts)
+
+
+class SummaryScreen(Screen[None]):
+    """Shown when a run ends; Escape goes back to launch another."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,enter", "back", "back to launch"),
+        Binding("v", "sessions", "sessions"),
+    ]
+
+    def __init__(self, summary: RunSummary) -> None:
+        super().__init__()
+        self.summary = summary
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static(summary_renderable(self.summary), id="summary")
+        yield Footer()
+
+    def action_back(self) -> None:
+        self.app.pop_screen()
+
+    def action_sessions(self) -> None:
+        from tui.screens.sessions import SessionsScreen
+
+        self.app.push_screen(SessionsScreen())

@@ -1,0 +1,48 @@
+"""What the cockpit needs of a run: the controller's public surface, as a Protocol.
+
+The live dashboard drives an ``engine.controller.Controller``; tests drive a fake with
+the same surface so Pilot tests are deterministic. Nothing here starts load itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from collectors.model import BrokerSample
+from engine.change import Change
+from engine.events import RunEvent
+from engine.progress import PendingChange, RunSummary, Tick
+from engine.snapshot import Settings
+from engine.spec import RunSpec
+
+RunUpdate = Tick | BrokerSample | RunEvent | RunSummary
+Listener = Callable[[RunUpdate], None]
+
+
+class RunControl(Protocol):
+    """A run the cockpit can watch and steer."""
+
+    spec: RunSpec
+
+    @property
+    def settings(self) -> Settings: ...
+
+    @property
+    def pending(self) -> tuple[PendingChange, ...]: ...
+
+    @property
+    def session_dir(self) -> Path | None: ...
+
+    def add_listener(self, listener: Listener) -> None: ...
+
+    async def start(self) -> None: ...
+
+    def request(self, change: Change, source: str = "operator") -> int: ...
+
+    def skip_step(self) -> None: ...
+
+    async def wait(self) -> RunSummary: ...
+
+    async def stop(self, reason: str = "stopped by operator") -> RunSummary: ...

@@ -1,0 +1,70 @@
+"""RunSpec field values as the launch form's text, and back.
+
+Numbers and words read as typed; the table and list fields (``queue_args``, ``schedule``)
+use TOML inline syntax, the same as a spec file, so what works in one works in the other.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from typing import Any
+
+from engine.change import format_number
+from engine.errors import SpecError
+from engine.spec import FIELDS
+
+
+def toml_inline(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return format_number(value)
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, dict):
+        inner = ", ".join(f"{json.dumps(str(k))} = {toml_inline(v)}" for k, v in value.items())
+        return f"{{ {inner} }}" if inner else "{}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_inline(v) for v in value) + "]"
+    raise TypeError(f"no TOML form for {value!r}")
+
+
+def field_text(name: str, value: Any) -> str:
+    """What the form shows for a field's value."""
+    kind = FIELDS[name].kind
+    if kind in (dict, list):
+        return toml_inline(value)
+    if kind in (int, float):
+        return format_number(value)
+    return str(value)
+
+
+def field_value(name: str, text: str) -> Any:
+    """The field's value from what was typed; SpecError naming the field if it cannot be."""
+    info = FIELDS[name]
+    text = text.strip()
+    if info.kind is str:
+        return text
+    if info.kind in (dict, list):
+        empty: Any = {} if info.kind is dict else []
+        if not text:
+            return empty
+        try:
+            return tomllib.loads(f"value = {text}")["value"]
+        except tomllib.TOMLDecodeError as exc:
+            example = (
+                '{ "x-max-length" = 10000 }'
+                if info.kind is dict
+                else '[{ at = 60, change = "inflight=200" }]'
+            )
+            raise SpecError(name, f"{name} is not TOML ({exc}); e.g. {example}") from None
+    try:
+        number = float(text)
+    except ValueError:
+        raise SpecError(name, f"{name} must be a number, got {text!r}") from None
+    if info.kind is int:
+        if not number.is_integer():
+            raise SpecError(name, f"{name} must be a whole number, got {text!r}")
+        return int(number)
+    return number

@@ -1,0 +1,1 @@
+"""The cockpit's widgets, one per module."""

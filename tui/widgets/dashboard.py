@@ -1,0 +1,108 @@
+"""The dashboard panels together: one container the live run and a replay both fill."""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widget import Widget
+from textual.widgets import TabbedContent, TabPane
+
+from collectors.model import QueueSample
+from engine.events import RunEvent
+from engine.progress import PendingChange
+from engine.snapshot import Settings
+from tui.model import RunHistory
+from tui.widgets.alarm_banner import AlarmBanner
+from tui.widgets.event_log import EventLog
+from tui.widgets.gauges import BrokerGauges
+from tui.widgets.latency_chart import LatencyChart
+from tui.widgets.queue_table import QueueTable
+from tui.widgets.run_header import RunHeader
+from tui.widgets.settings_bar import SettingsBar
+from tui.widgets.throughput_chart import ThroughputChart
+
+
+class Dashboard(Widget):
+    """Header, alarm banner, settings, charts on the left, broker gauges and the event
+    log / queue table on the right. Wide terminals (class ``-wide``, set by the screen)
+    give the right column more room so the queue table shows more columns and rows.
+    """
+
+    DEFAULT_CSS = """
+    Dashboard {
+        height: 1fr;
+        layout: vertical;
+    }
+    Dashboard #body {
+        height: 1fr;
+    }
+    Dashboard #charts {
+        width: 1fr;
+    }
+    Dashboard #side {
+        width: 40;
+    }
+    Dashboard.-wide #side {
+        width: 45%;
+    }
+    Dashboard #tabs {
+        height: 1fr;
+    }
+    """
+
+    def __init__(self, run_name: str, **kwargs: object) -> None:
+        super().__init__(**kwargs)  # type: ignore[arg-type]
+        self.run_name = run_name
+        self.note = ""
+        self._queues: tuple[QueueSample, ...] = ()
+
+    def compose(self) -> ComposeResult:
+        yield RunHeader(id="run-header")
+        yield AlarmBanner(id="alarm")
+        yield SettingsBar(id="settings")
+        with Horizontal(id="body"):
+            with Vertical(id="charts"):
+                yield ThroughputChart(id="throughput")
+                yield LatencyChart(id="latency")
+            with Vertical(id="side"):
+                yield BrokerGauges(id="gauges")
+                with TabbedContent(id="tabs", initial="events"):
+                    with TabPane("events", id="events"):
+                        yield EventLog(id="event-log")
+                    with TabPane("queues", id="queues"):
+                        yield QueueTable(id="queue-table")
+
+    def show(
+        self,
+        history: RunHistory,
+        settings: Settings | None,
+        pending: tuple[PendingChange, ...],
+    ) -> None:
+        """Redraw every panel from the history (once a second)."""
+        self.query_one(RunHeader).show(self.run_name, history.last_tick, self.note)
+        self.show_settings(settings, pending)
+        self.query_one(ThroughputChart).show(history)
+        self.query_one(LatencyChart).show(history)
+        self.show_broker(history)
+
+    def show_settings(self, settings: Settings | None, pending: tuple[PendingChange, ...]) -> None:
+        self.query_one(SettingsBar).show(settings, pending)
+
+    def show_broker(self, history: RunHistory) -> None:
+        self.query_one(AlarmBanner).show(history)
+        self.query_one(BrokerGauges).show(history)
+        sample = history.sample
+        if sample is None:
+            return
+        self._queues = sample.queues
+        # Hundreds of queues cost real time to update; a hidden table waits until shown.
+        if self.query_one(TabbedContent).active == "queues":
+            self.query_one(QueueTable).show(sample.queues)
+
+    def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        if event.pane.id == "queues":
+            self.query_one(QueueTable).show(self._queues)
+
+    def add_event(self, history: RunHistory, event: RunEvent) -> None:
+        self.query_one(EventLog).add(event)
+        self.query_one(AlarmBanner).show(history)
