@@ -220,13 +220,16 @@ async def test_prefetch_change_is_in_force_for_every_consumer(
     shared_uri: str, unique_name: str, management_url: str
 ) -> None:
     # ack_every = prefetch: a consumer holds up to prefetch deliveries before acking.
+    # The pacer keeps the run's clock and snapshots come on whole seconds, so each consumer
+    # has taken rate x seconds messages at a snapshot: 375/s (not a multiple of 100) leaves
+    # 75, 50, 25 held then, where 400/s would leave every snapshot just after an ack.
     spec = base_spec(
         unique_name,
         shared_uri,
         queues=1,
         publishers=2,
         consumers=2,
-        rate=400.0,
+        rate=375.0,
         prefetch=100,
         ack_every=100,
     )
@@ -249,7 +252,7 @@ async def test_prefetch_change_is_in_force_for_every_consumer(
 
     async def script(run: Run) -> None:
         async with httpx.AsyncClient(auth=("guest", "guest"), timeout=10) as http:
-            await run.seconds(2)
+            await run.seconds(3)
             prefetch_seen["before"] = await wait_prefetch(http, [100, 100])
             before = len(run.snapshots)
             await run.change(Change(Setting.ACK_EVERY, 10))
