@@ -387,19 +387,21 @@ class Controller:
         await self._check_management_matches()
         if self._management_mismatch:
             return
-        nodes = await topology.node_capacity(
-            self.management_url,
-            self._management_user,
-            self._management_password,
-            verify=self._http_verify,
-        )
-        if not nodes:
+        try:
+            nodes = await topology.node_capacity(
+                self.management_url,
+                self._management_user,
+                self._management_password,
+                verify=self._http_verify,
+            )
+        except topology.CapacityUnknown as unknown:
             self._event(
                 EventKind.INFO,
                 f"the broker's socket limit was not checked (management API at "
-                f"{self.management_url} did not answer): the run opens "
+                f"{self.management_url}: {unknown.reason}): the run opens "
                 f"{topology.connections_needed(self.spec)} connections unchecked",
             )
+            return
         topology.check_capacity(self.spec, nodes)
 
     async def _start_recorder(self) -> None:

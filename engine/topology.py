@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -102,6 +103,14 @@ class Capacity:
     sockets_total: int
 
 
+class CapacityUnknown(Exception):
+    """The management API did not give the nodes' socket figures; ``reason`` says why."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 async def node_capacity(
     management_url: str,
     username: str,
@@ -109,26 +118,44 @@ async def node_capacity(
     *,
     timeout: float = 5.0,
     verify: ssl.SSLContext | bool = True,
+    first_figures_wait: float = 8.0,
 ) -> list[Capacity]:
-    """Each running node's socket use from the management API; empty when it does not
-    answer well (the check is a courtesy, the run does not depend on the API).
+    """Each running node's socket use from the management API.
+
+    Raises :class:`CapacityUnknown` with the reason when the API does not answer well (the
+    check is a courtesy: the run does not depend on the API). A node that has just started
+    lists no socket figures until its first statistics arrive (about 5 s here), so an answer
+    without them is asked again for up to ``first_figures_wait`` seconds.
     """
     url = management_url.rstrip("/") + "/api/nodes?columns=name,sockets_used,sockets_total,running"
+    deadline = time.monotonic() + first_figures_wait
     try:
         async with httpx.AsyncClient(
             timeout=timeout, auth=(username, password), verify=verify
         ) as client:
-            response = await client.get(url)
-        if response.status_code != 200:
-            return []
-        nodes = response.json()
-        return [
-            Capacity(str(n["name"]), int(n["sockets_used"]), int(n["sockets_total"]))
-            for n in nodes
-            if n.get("running", True) and "sockets_total" in n and "sockets_used" in n
-        ]
-    except (httpx.HTTPError, ValueError, TypeError, KeyError):
-        return []
+            while True:
+                response = await client.get(url)
+                if response.status_code != 200:
+                    raise CapacityUnknown(f"it answered HTTP {response.status_code}")
+                running = [n for n in response.json() if n.get("running", True)]
+                capacity = [
+                    Capacity(str(n["name"]), int(n["sockets_used"]), int(n["sockets_total"]))
+                    for n in running
+                    if "sockets_total" in n and "sockets_used" in n
+                ]
+                if capacity and len(capacity) == len(running):
+                    return capacity
+                if time.monotonic() >= deadline:
+                    if capacity:
+                        return capacity
+                    raise CapacityUnknown("its nodes list no socket figures yet")
+                await asyncio.sleep(0.5)
+    except httpx.TimeoutException:
+        raise CapacityUnknown(f"no answer within {timeout:g} s") from None
+    except httpx.HTTPError as exc:
+        raise CapacityUnknown(tls_hint(str(exc)) or str(exc) or type(exc).__name__) from None
+    except (ValueError, TypeError, KeyError, AttributeError):
+        raise CapacityUnknown("its answer was not the list of nodes it should be") from None
 
 
 async def amqp_listener_ports(

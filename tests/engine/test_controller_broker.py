@@ -130,3 +130,17 @@ async def test_topology_declares_type_and_arguments_and_refuses_a_conflict(
         channel = await connection.channel()
         await channel.exchange_delete(spec.exchange)
         await connection.close()
+
+
+async def test_socket_capacity_is_read_or_the_reason_it_is_not_is_given(
+    management_url: str,
+) -> None:
+    from engine import topology
+
+    nodes = await topology.node_capacity(management_url, "guest", "guest")
+    assert nodes and all(n.sockets_total > n.sockets_used >= 0 for n in nodes)
+    with pytest.raises(topology.CapacityUnknown, match="answered HTTP 401"):
+        await topology.node_capacity(management_url, "guest", "not-the-password")
+    with pytest.raises(topology.CapacityUnknown) as refused:
+        await topology.node_capacity("http://127.0.0.1:9", "guest", "guest", timeout=2)
+    assert refused.value.reason  # e.g. "All connection attempts failed"
