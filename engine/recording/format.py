@@ -230,12 +230,29 @@ def check_schema_version(version: str, where: str) -> None:
         )
 
 
+def looks_like_session(path: Path) -> bool:
+    """True for a directory that holds a session's files, even one whose manifest is gone
+    (so listings show it as broken instead of hiding it)."""
+    if not path.is_dir():
+        return False
+    return (
+        (path / MANIFEST).exists()
+        or (path / EVENTS).exists()
+        or any((path / table).is_dir() for table in TABLES)
+    )
+
+
 def read_manifest(session_dir: Path) -> Manifest:
     """Read and check a manifest; older minor and major versions read, newer majors refuse."""
     path = session_dir / MANIFEST
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
+        if looks_like_session(session_dir):
+            raise SessionFormatError(
+                f"{session_dir}: {MANIFEST} is missing, so the session's other files cannot "
+                "be read; `flowdeck sessions delete` removes it"
+            ) from None
         raise SessionFormatError(f"{session_dir}: not a session (no {MANIFEST})") from None
     except (OSError, ValueError) as exc:
         raise SessionFormatError(f"{path}: unreadable manifest: {exc}") from None

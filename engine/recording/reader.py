@@ -258,7 +258,8 @@ class Session:
                 parts.append(fmt.conform(pq.read_table(part), schema, str(part)))
             except fmt.SessionFormatError as exc:
                 self.problems.append(str(exc))
-            except (OSError, pa.ArrowException) as exc:
+            # UnicodeDecodeError: garbled bytes in a column name that Parquet still parsed
+            except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
                 self.problems.append(f"{part}: unreadable part, left out: {exc}")
         if not parts:
             return schema.empty_table()
@@ -295,7 +296,7 @@ def list_sessions(root: Path) -> list[SessionInfo]:
         return []
     infos = []
     for path in sorted(root.iterdir()):
-        if not path.is_dir() or not (path / fmt.MANIFEST).exists():
+        if not fmt.looks_like_session(path):
             continue
         try:
             infos.append(open_session(path).info())
@@ -310,11 +311,11 @@ def find_session(root: Path, session_id: str) -> Path:
     """The directory of session ``session_id`` under ``root`` (a unique prefix will do)."""
     root = Path(root)
     wanted = session_id.strip().rstrip("/")
-    if wanted and (root / wanted / fmt.MANIFEST).exists() and "/" not in wanted:
+    if wanted and "/" not in wanted and fmt.looks_like_session(root / wanted):
         return root / wanted
     matches = (
         sorted(
-            p for p in root.iterdir() if p.name.startswith(wanted) and (p / fmt.MANIFEST).exists()
+            p for p in root.iterdir() if p.name.startswith(wanted) and fmt.looks_like_session(p)
         )
         if wanted and root.is_dir()
         else []

@@ -280,7 +280,8 @@ class ProgressPrinter:
                 return  # the closing tick repeats the totals the summary gives
             self._out.write(format_tick(update) + "\n")
         elif isinstance(update, RunEvent) and update.kind not in _QUIET_EVENTS:
-            elapsed = max(0.0, update.at - self._controller.started_at)
+            started = self._controller.started_at or update.at  # events before the start: 0 s
+            elapsed = max(0.0, update.at - started)
             self._out.write(f"[{elapsed:7.1f} s] {update.message}\n")
         else:
             return
