@@ -27,14 +27,10 @@ class Counters:
     duplicates: int = 0
 
     def __add__(self, other: Counters) -> Counters:
-        return Counters(
-            *(getattr(self, n) + getattr(other, n) for n in self.__dataclass_fields__)
-        )
+        return Counters(*(getattr(self, n) + getattr(other, n) for n in self.__dataclass_fields__))
 
     def __sub__(self, other: Counters) -> Counters:
-        return Counters(
-            *(getattr(self, n) - getattr(other, n) for n in self.__dataclass_fields__)
-        )
+        return Counters(*(getattr(self, n) - getattr(other, n) for n in self.__dataclass_fields__))
 
 
 @dataclass(frozen=True, slots=True)

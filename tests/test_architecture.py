@@ -24,9 +24,7 @@ def _imports(path: Path) -> set[str]:
 
 def test_import_linter_contracts_hold() -> None:
     lint = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run(
-        [str(lint)], cwd=ROOT, capture_output=True, text=True, timeout=120
-    )
+    result = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -314,9 +314,7 @@ def find_session(root: Path, session_id: str) -> Path:
     if wanted and "/" not in wanted and fmt.looks_like_session(root / wanted):
         return root / wanted
     matches = (
-        sorted(
-            p for p in root.iterdir() if p.name.startswith(wanted) and fmt.looks_like_session(p)
-        )
+        sorted(p for p in root.iterdir() if p.name.startswith(wanted) and fmt.looks_like_session(p))
         if wanted and root.is_dir()
         else []
     )
