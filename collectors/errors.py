@@ -18,3 +18,9 @@ class SourceError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+def short_error(exc: BaseException) -> str:
+    """The first line of an exception's message (at most 160 characters), or its type."""
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:160]

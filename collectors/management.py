@@ -31,7 +31,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
-from collectors.errors import SourceError
+from collectors.errors import SourceError, short_error
 from collectors.model import BrokerSample, NodeSample, QueueSample
 
 #: The RabbitMQ default, assumed unless the caller knows the broker's setting.
@@ -337,16 +337,13 @@ class ManagementCollector:
         return sample
 
     def _stale(self, reason: str) -> BrokerSample:
-        now = time.time()
-        if self._last is None:
-            return BrokerSample(
-                source="management",
-                taken_at=now,
-                figures_at=now,
-                statistics_interval=self._interval,
-                stale_reason=reason,
-            )
-        return dataclasses.replace(self._last, taken_at=now, stale_reason=reason)
+        return BrokerSample.stale_since(
+            self._last,
+            source="management",
+            statistics_interval=self._interval,
+            reason=reason,
+            now=time.time(),
+        )
 
     # -- requests ------------------------------------------------------------------------
 
@@ -362,11 +359,11 @@ class ManagementCollector:
             ) from None
         except httpx.ConnectError as exc:
             raise ManagementAnswerError(
-                f"management API: cannot connect to {self.base_url} ({_short(exc)})"
+                f"management API: cannot connect to {self.base_url} ({short_error(exc)})"
             ) from None
         except httpx.HTTPError as exc:
             raise ManagementAnswerError(
-                f"management API: {type(exc).__name__} from {self.base_url} ({_short(exc)})"
+                f"management API: {type(exc).__name__} from {self.base_url} ({short_error(exc)})"
             ) from None
         if response.status_code == 401:
             raise ManagementAnswerError(
@@ -596,8 +593,3 @@ def _json_of(response: httpx.Response, path: str) -> Any:
             f"management API: answer for {path} is not JSON "
             f"({response.headers.get('content-type', 'no content type')})"
         ) from None
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:160]

@@ -8,7 +8,7 @@ when the source did not answer well, that it is stale and why.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 SourceName = Literal["management", "prometheus"]
@@ -86,6 +86,27 @@ class BrokerSample:
     stale_reason: str = ""
     broker_version: str = ""
     erlang_version: str = ""
+
+    @staticmethod
+    def stale_since(
+        last: BrokerSample | None,
+        *,
+        source: SourceName,
+        statistics_interval: float,
+        reason: str,
+        now: float,
+    ) -> BrokerSample:
+        """What a poll that failed returns: the last figures (if any) marked stale, so a
+        panel greys them out with ``reason`` instead of showing them as live."""
+        if last is None:
+            return BrokerSample(
+                source=source,
+                taken_at=now,
+                figures_at=now,
+                statistics_interval=statistics_interval,
+                stale_reason=reason,
+            )
+        return replace(last, taken_at=now, stale_reason=reason)
 
     @property
     def stale(self) -> bool:

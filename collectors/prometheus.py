@@ -34,7 +34,7 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from collectors.errors import SourceError
+from collectors.errors import SourceError, short_error
 from collectors.model import BrokerSample, NodeSample, QueueSample
 
 log = logging.getLogger(__name__)
@@ -213,16 +213,13 @@ class PrometheusCollector:
             raise SourceError(str(exc)) from None
 
     def _stale(self, reason: str) -> BrokerSample:
-        now = time.time()
-        if self._last is None:
-            return BrokerSample(
-                source="prometheus",
-                taken_at=now,
-                figures_at=now,
-                statistics_interval=self.statistics_interval,
-                stale_reason=reason,
-            )
-        return dataclasses.replace(self._last, taken_at=now, stale_reason=reason)
+        return BrokerSample.stale_since(
+            self._last,
+            source="prometheus",
+            statistics_interval=self.statistics_interval,
+            reason=reason,
+            now=time.time(),
+        )
 
     # -- queries (blocking; run on a thread) ---------------------------------------------
 
@@ -280,7 +277,7 @@ class PrometheusCollector:
             return f"Prometheus: no answer within {self.timeout:g} s from {self.url}"
         if isinstance(exc, requests.ConnectionError):
             return f"Prometheus: cannot connect to {self.url} ({_connect_reason(exc)})"
-        return f"Prometheus: {type(exc).__name__} from {self.url} ({_short(exc)})"
+        return f"Prometheus: {type(exc).__name__} from {self.url} ({short_error(exc)})"
 
     def _selector(self, *, job: bool = True) -> str:
         matchers = []
@@ -611,9 +608,4 @@ def _connect_reason(exc: BaseException) -> str:
     ):
         if marker in text:
             return reason
-    return _short(exc)
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:160]
+    return short_error(exc)

@@ -61,7 +61,7 @@ from engine.process import (
     load_runtime,
 )
 from engine.progress import DataSafety, PendingChange, RunSummary, Tick
-from engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport
+from engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport, settings_of
 from engine.spec import RunSpec, ScheduleStep
 from engine.tls import INSECURE_WARNING, http_context, tls_options
 
@@ -95,17 +95,6 @@ def resolve_workers(workers: int) -> int:
     if workers < -1:
         raise FlowdeckError(f"workers must be -1, 0 or more, got {workers}")
     return workers
-
-
-def settings_of(spec: RunSpec) -> Settings:
-    return Settings(
-        inflight=spec.inflight,
-        prefetch=spec.prefetch,
-        ack_every=spec.ack_every,
-        rate=spec.rate,
-        publishers=spec.publishers,
-        consumers=spec.consumers,
-    )
 
 
 def apply_to_settings(settings: Settings, change: Change) -> Settings:

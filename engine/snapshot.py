@@ -9,8 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from engine.latency import LatencyKind, SendBasis
+
+if TYPE_CHECKING:
+    from engine.spec import RunSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +51,18 @@ class Settings:
     #: How long a small read is held so the next brings more (fewer wake-ups); the engine
     #: switches it on only under load. 0 = off.
     read_hold_ms: float = 0.0
+
+
+def settings_of(spec: RunSpec) -> Settings:
+    """The settings a run starts with, as its spec gives them."""
+    return Settings(
+        inflight=spec.inflight,
+        prefetch=spec.prefetch,
+        ack_every=spec.ack_every,
+        rate=spec.rate,
+        publishers=spec.publishers,
+        consumers=spec.consumers,
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -52,7 +52,13 @@ from engine.latency import LatencyKind, SendBasis
 from engine.publisher import Publisher
 from engine.samples import LatencySamples, fold
 from engine.sequences import SequenceSet
-from engine.snapshot import ClientSnapshot, Counters, SequenceRanges, Settings, WorkerReport
+from engine.snapshot import (
+    ClientSnapshot,
+    Counters,
+    SequenceRanges,
+    WorkerReport,
+    settings_of,
+)
 
 SNAPSHOT_INTERVAL = 1.0
 #: A worker that hears no Stop stops by itself this long after the run should have ended.
@@ -92,14 +98,7 @@ class _Worker:
         self.index = assignment.worker
         self.emit = emit
         spec = self.spec
-        self.settings = Settings(
-            inflight=spec.inflight,
-            prefetch=spec.prefetch,
-            ack_every=spec.ack_every,
-            rate=spec.rate,
-            publishers=spec.publishers,
-            consumers=spec.consumers,
-        )
+        self.settings = settings_of(spec)
         self.publishers: list[Publisher] = []
         self.consumers: list[Consumer] = []
         self.retired_publishers: list[Publisher] = []

@@ -24,9 +24,9 @@ from engine.commands import (
     global_id,
     local_share,
 )
-from engine.controller import apply_to_settings, settings_of
+from engine.controller import apply_to_settings
 from engine.latency import LATENCY_KEYS, encode, new_histogram, record
-from engine.snapshot import ClientSnapshot, Counters, SequenceRanges, WorkerReport
+from engine.snapshot import ClientSnapshot, Counters, SequenceRanges, WorkerReport, settings_of
 
 APPLY_DELAY = 0.05
 #: Latency every fake message gets, in microseconds.

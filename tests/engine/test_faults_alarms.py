@@ -21,6 +21,7 @@ from engine.events import EventKind, RunEvent
 from engine.progress import Tick
 from engine.recording.reader import open_session
 from engine.spec import RunSpec
+from tests.engine.updates import collect_updates
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -51,17 +52,7 @@ async def test_memory_and_disk_alarms_block_publishers_and_are_recorded(
         drain_seconds=3,
         cleanup=True,
     )
-    events: list[RunEvent] = []
-    ticks: list[Tick] = []
-    controller.add_listener(
-        lambda u: (
-            events.append(u)
-            if isinstance(u, RunEvent)
-            else ticks.append(u)
-            if isinstance(u, Tick)
-            else None
-        )
-    )
+    events, ticks = collect_updates(controller)
     await controller.start()
     windows: dict[str, tuple[float, float]] = {}
     try:

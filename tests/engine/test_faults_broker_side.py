@@ -20,6 +20,7 @@ from engine.controller import Controller
 from engine.events import EventKind, RunEvent
 from engine.progress import RunSummary, Tick
 from engine.spec import RunSpec
+from tests.engine.updates import collect_updates
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
@@ -30,17 +31,7 @@ async def run_and_break(
     spec: RunSpec, uri: str, breaker: Callable[[], Awaitable[None]]
 ) -> tuple[RunSummary, list[RunEvent], list[Tick]]:
     controller = Controller(spec, uri=uri, management_url=MANAGEMENT, drain_seconds=3, cleanup=True)
-    events: list[RunEvent] = []
-    ticks: list[Tick] = []
-    controller.add_listener(
-        lambda u: (
-            events.append(u)
-            if isinstance(u, RunEvent)
-            else ticks.append(u)
-            if isinstance(u, Tick)
-            else None
-        )
-    )
+    events, ticks = collect_updates(controller)
     await controller.start()
     await breaker()
     summary = await asyncio.wait_for(controller.wait(), spec.duration + 60)

@@ -24,6 +24,7 @@ from engine.events import EventKind, RunEvent
 from engine.progress import RunSummary, Tick
 from engine.recording.reader import open_session
 from engine.spec import RunSpec
+from tests.engine.updates import collect_updates
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(400)]
 
@@ -60,17 +61,7 @@ async def run_with_kill(
         sessions_root=sessions,
         drain_seconds=8,
     )
-    events: list[RunEvent] = []
-    ticks: list[Tick] = []
-    controller.add_listener(
-        lambda u: (
-            events.append(u)
-            if isinstance(u, RunEvent)
-            else ticks.append(u)
-            if isinstance(u, Tick)
-            else None
-        )
-    )
+    events, ticks = collect_updates(controller)
     await controller.start()
     await asyncio.sleep(kill_at)
     killed = time.monotonic()

@@ -9,12 +9,11 @@ from pathlib import Path
 
 from collectors.model import BrokerSample, NodeSample, QueueSample
 from engine.change import NUMERIC_RANGES, Change, Setting
-from engine.controller import settings_of
 from engine.errors import SpecError
 from engine.events import EventKind, RunEvent
 from engine.latency import LatencyKind, SendBasis
 from engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
-from engine.snapshot import Counters, Settings
+from engine.snapshot import Counters, Settings, settings_of
 from engine.spec import RunSpec
 from tui.source import Listener, RunUpdate
 
