@@ -41,8 +41,14 @@ async def test_fixed_rate_is_achieved_and_nothing_is_lost(
     await c.start()
     summary = await c.wait()
 
-    steady = [t for t in ticks if 2 <= t.elapsed <= spec.duration]
-    assert steady, "no ticks during the run"
+    # Seconds wholly inside the publishing period: publishing starts part-way through a
+    # second (how far depends on connecting), so the first second with messages is partial.
+    steady = [
+        t
+        for before, t in zip(ticks, ticks[1:], strict=False)
+        if before.totals.published > 0 and t.elapsed <= spec.duration
+    ]
+    assert len(steady) >= 3, [(t.elapsed, t.totals.published) for t in ticks]
     achieved = statistics.mean(t.publish_rate for t in steady)
     assert achieved / spec.target_rate == pytest.approx(1, abs=0.03)
     assert all(t.target_rate == spec.target_rate for t in steady)
