@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
-from collectors.local_broker import LocalBroker
+from tests.private_nodes import PrivateNodes
 
 SHARED_URI = os.environ.get("FLOWDECK_TEST_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
 SHARED_MANAGEMENT_URL = os.environ.get("FLOWDECK_TEST_MANAGEMENT_URL", "http://127.0.0.1:15672")
@@ -56,23 +55,11 @@ def unique_name() -> str:
 
 
 @pytest.fixture(scope="session")
-def private_broker() -> Iterator[Callable[..., LocalBroker]]:
-    """Factory of private RabbitMQ nodes (collectors.LocalBroker), started and ready.
-
-    ``node = private_broker(file_limit=200)`` takes LocalBroker's arguments. Nodes take
-    seconds to start and the machine is small: wrap the factory in a module-scoped fixture
-    and share one node per module. Every node still running is stopped at session end.
-    """
-    started: list[LocalBroker] = []
-
-    def start(**options: Any) -> LocalBroker:
-        node = LocalBroker(name="flowdeck-test", **options)
-        started.append(node)
-        return node.start()
-
-    yield start
-    for node in started:
-        node.stop()
+def private_broker() -> Iterator[PrivateNodes]:
+    """The run's private nodes (see PrivateNodes); any still running are killed at the end."""
+    nodes = PrivateNodes()
+    yield nodes
+    nodes.discard_all()
 
 
 @pytest.fixture(scope="session")

@@ -3,7 +3,7 @@
 A user with a distinctive password is created on the shared broker for this test (and
 deleted after). Runs take the password from FLOWDECK_PASSWORD, from --password-file and
 from the URI itself; then every file of the recorded sessions, everything ``flowdeck run``
-and ``flowdeck sessions`` printed, and a report if ``flowdeck report`` can make one, are
+and ``flowdeck sessions`` printed, and the report ``flowdeck report`` makes of them, are
 searched for the password (plain and percent-encoded).
 """
 
@@ -15,6 +15,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -92,10 +93,14 @@ def test_password_sources_and_their_order(tmp_path: Path) -> None:
 
 
 @pytest.mark.broker
+@pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_password_appears_in_no_session_output_listing_or_report(
-    broker_user: tuple[str, str], tmp_path: Path
+    broker_user: tuple[str, str],
+    tmp_path: Path,
+    spark: Any,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     user, password = broker_user
     sessions = tmp_path / "sessions"
@@ -146,13 +151,18 @@ def test_password_appears_in_no_session_output_listing_or_report(
             f"sessions show {session_id}",
             flowdeck("sessions", "show", session_id, "--sessions-dir", str(sessions), env={}),
         )
+    # The report job runs in this process on the run's one Spark session (a `flowdeck
+    # report` process would start a JVM of its own), through the same command.
+    from tui.cli import main
+
     report_dir = tmp_path / "report"
-    report = flowdeck(
-        "report", *(str(sessions / s) for s in session_ids), "--out", str(report_dir), env={}
-    )
-    outputs["report"] = report.stdout + report.stderr
+    capsys.readouterr()
+    code = main(["report", *(str(sessions / s) for s in session_ids), "--out", str(report_dir)])
+    printed = capsys.readouterr()
+    outputs["report"] = printed.out + printed.err
+    assert code == 0, outputs["report"]
     files = assert_nowhere(password, outputs, sessions)
     assert files >= 3 * 4  # manifest, events and parquet parts of three sessions at least
-    if report.returncode == 0:
-        assert assert_nowhere(password, {}, report_dir) >= 1
-    print(f"\nsearched {files} session files; report exit {report.returncode}")
+    report_files = assert_nowhere(password, {}, report_dir)
+    assert report_files >= 1
+    print(f"\nsearched {files} session files and {report_files} report files")

@@ -1,4 +1,5 @@
-"""One private node shared by every collectors test (nodes take seconds to start).
+"""One private node shared by the collectors tests (nodes take seconds to start), killed
+when they are done.
 
 Tests that raise an alarm or change a limit restore it before they end, so the next test
 finds a healthy node.
@@ -15,14 +16,16 @@ from typing import Any
 import pytest
 
 from collectors import LocalBroker
+from tests.private_nodes import PrivateNodes
 
 
-@pytest.fixture(scope="session")
-def node(private_broker: Callable[..., LocalBroker]) -> Iterator[LocalBroker]:
+@pytest.fixture(scope="package")
+def node(private_broker: PrivateNodes) -> Iterator[LocalBroker]:
     """A private RabbitMQ node with statistics every second."""
     broker = private_broker()
     print(f"\nprivate node {broker.nodename} started in {broker.started_in:.1f} s")
     yield broker
+    private_broker.discard(broker)
 
 
 @pytest.fixture

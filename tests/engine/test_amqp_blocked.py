@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -12,13 +12,16 @@ from collectors import LocalBroker
 from engine.amqp import Connection, connect
 from engine.publisher import Publisher
 from engine.samples import LatencySamples
+from tests.private_nodes import PrivateNodes
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
-def node(private_broker: Callable[..., LocalBroker]) -> Iterator[LocalBroker]:
-    yield private_broker()
+def node(private_broker: PrivateNodes) -> Iterator[LocalBroker]:
+    node = private_broker()
+    yield node
+    private_broker.discard(node)
 
 
 async def test_memory_alarm_blocks_and_unblocks_the_connection(node: LocalBroker) -> None:

@@ -7,6 +7,7 @@ rate achieved, nothing lost, a change applied in every worker, in-process and in
 
 from __future__ import annotations
 
+import itertools
 import statistics
 
 import pytest
@@ -45,7 +46,7 @@ async def test_fixed_rate_is_achieved_and_nothing_is_lost(
     # second (how far depends on connecting), so the first second with messages is partial.
     steady = [
         t
-        for before, t in zip(ticks, ticks[1:], strict=False)
+        for before, t in itertools.pairwise(ticks)
         if before.totals.published > 0 and t.elapsed <= spec.duration
     ]
     assert len(steady) >= 3, [(t.elapsed, t.totals.published) for t in ticks]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -22,13 +22,16 @@ from engine.progress import Tick
 from engine.recording.reader import open_session
 from engine.spec import RunSpec
 from tests.engine.updates import collect_updates
+from tests.private_nodes import PrivateNodes
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")
-def node(private_broker: Callable[..., LocalBroker]) -> Iterator[LocalBroker]:
-    yield private_broker()
+def node(private_broker: PrivateNodes) -> Iterator[LocalBroker]:
+    node = private_broker()
+    yield node
+    private_broker.discard(node)
 
 
 async def test_memory_and_disk_alarms_block_publishers_and_are_recorded(

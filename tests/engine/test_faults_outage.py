@@ -13,7 +13,7 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,13 +25,16 @@ from engine.progress import RunSummary, Tick
 from engine.recording.reader import open_session
 from engine.spec import RunSpec
 from tests.engine.updates import collect_updates
+from tests.private_nodes import PrivateNodes
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(400)]
 
 
 @pytest.fixture(scope="module")
-def node(private_broker: Callable[..., LocalBroker]) -> Iterator[LocalBroker]:
-    yield private_broker()
+def node(private_broker: PrivateNodes) -> Iterator[LocalBroker]:
+    node = private_broker()
+    yield node
+    private_broker.discard(node)
 
 
 def record_figures(name: str, figures: dict[str, object]) -> None:

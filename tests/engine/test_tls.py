@@ -12,7 +12,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +30,7 @@ from engine.tls import (
     tls_options,
     with_tls_options,
 )
+from tests.private_nodes import PrivateNodes
 
 ROOT = Path(__file__).resolve().parents[2]
 FLOWDECK = [sys.executable, "-m", "tui.cli"]
@@ -88,9 +89,7 @@ def certificates(tmp_path_factory: pytest.TempPathFactory) -> Certificates:
 
 
 @pytest.fixture(scope="module")
-def tls_node(
-    private_broker: Callable[..., LocalBroker], certificates: Certificates
-) -> Iterator[LocalBroker]:
+def tls_node(private_broker: PrivateNodes, certificates: Certificates) -> Iterator[LocalBroker]:
     files = TlsFiles(
         ca_file=certificates.ca,
         cert_file=certificates.server_cert,
@@ -98,7 +97,9 @@ def tls_node(
         verify_peer=True,
         fail_if_no_peer_cert=True,
     )
-    yield private_broker(tls=files)
+    node = private_broker(tls=files)
+    yield node
+    private_broker.discard(node)
 
 
 def trusted_uri(node: LocalBroker, certs: Certificates) -> str:
