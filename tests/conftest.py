@@ -18,10 +18,34 @@ SHARED_URI = os.environ.get("FLOWDECK_TEST_URI", "amqp://guest:guest@127.0.0.1:5
 SHARED_MANAGEMENT_URL = os.environ.get("FLOWDECK_TEST_MANAGEMENT_URL", "http://127.0.0.1:15672")
 
 
+def xdist_group_of(item: pytest.Item) -> str | None:
+    """Which tests must share a test process when the suite runs in several (scripts/test
+    runs two with ``--dist loadgroup``): the tests on the one Spark session share it, and
+    the tests of a module (or package) share what its module-scoped fixtures start, such as
+    a private node, instead of starting one per process. A test that starts a Spark
+    cluster of its own belongs to no group and may run beside the Spark tests."""
+    if "spark" in getattr(item, "fixturenames", ()):
+        return "spark"
+    info = getattr(item, "_fixtureinfo", None)
+    definitions = info.name2fixturedefs.values() if info is not None else ()
+    scopes = {d.scope for defs in definitions for d in defs}
+    if "package" in scopes:
+        return str(item.path.parent)
+    if "module" in scopes:
+        return str(item.path)
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Broker tests need the shared broker prepared: without its management API the
+    """Group the tests that share expensive fixtures (see ``xdist_group_of``).
+
+    Broker tests need the shared broker prepared: without its management API the
     socket-limit check cannot refuse a run, and a test of that refusal would open thousands
     of connections to the shared broker. Stop before anything runs instead."""
+    for item in items:
+        group = xdist_group_of(item)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     if not any(item.get_closest_marker("broker") for item in items):
         return
     import httpx
