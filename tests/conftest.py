@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from urllib.parse import quote
 
 import pytest
 
@@ -73,9 +74,23 @@ def management_url() -> str:
 
 
 @pytest.fixture
-def unique_name() -> str:
-    """A name no other test uses, for queues and exchanges on the shared broker."""
-    return f"flowdeck-test-{uuid.uuid4().hex[:10]}"
+def unique_name() -> Iterator[str]:
+    """A name no other test uses, for queues and exchanges on the shared broker.
+
+    Queues whose names start with it are deleted after the test, so a run the test kills
+    (a second Ctrl-C quits without cleaning up) leaves nothing on the shared broker."""
+    name = f"flowdeck-test-{uuid.uuid4().hex[:10]}"
+    yield name
+    import httpx
+
+    with httpx.Client(base_url=SHARED_MANAGEMENT_URL, auth=("guest", "guest"), timeout=10) as api:
+        listed = api.get("/api/queues", params={"columns": "name,vhost"})
+        if listed.status_code != 200:
+            return
+        for queue in listed.json():
+            if queue["name"].startswith(name):
+                vhost = quote(queue["vhost"], safe="")
+                api.delete(f"/api/queues/{vhost}/{quote(queue['name'], safe='')}")
 
 
 @pytest.fixture(scope="session")
