@@ -51,6 +51,11 @@ async def check_management(
     uri: str, management_url: str, verify: ssl.SSLContext | bool = True
 ) -> CheckLine:
     user, password, vhost = credentials_from_uri(uri)
+    if not management_url:
+        from tui.cli.broker import started_node_for
+
+        node = started_node_for(uri)
+        management_url = node.management_url if node is not None else ""
     url = management_url or management_url_for(uri)
     collector = ManagementCollector(
         url, username=user, password=password, vhost=vhost, verify=verify

@@ -20,11 +20,16 @@ class PreparedRun:
 
 def prepare_run(spec: RunSpec, sessions_root: Path | None = None) -> PreparedRun:
     """Build the controller; start a private RabbitMQ node first when the spec has no uri.
+    The run is recorded under ``sessions_root`` (default: ``$FLOWDECK_SESSIONS_DIR`` or the
+    user's data directory).
 
     Blocks while a node starts (seconds): call it from a thread worker.
     """
     from engine.controller import Controller
+    from engine.recording.recorder import default_sessions_root
 
+    # Every run is recorded: where the operator said, else where `flowdeck run` records.
+    sessions_root = sessions_root or default_sessions_root()
     broker = None
     uri = spec.uri
     management_url = spec.management_url or None
@@ -35,6 +40,13 @@ def prepare_run(spec: RunSpec, sessions_root: Path | None = None) -> PreparedRun
         uri = broker.uri
         management_url = broker.management_url
         statistics_interval = broker.stats_interval_ms / 1000
+    elif not management_url:
+        from tui.cli.broker import started_node_for
+
+        node = started_node_for(uri)
+        if node is not None:  # `flowdeck broker start`'s node: its own management URL
+            management_url = node.management_url
+            statistics_interval = node.stats_interval_ms / 1000
     control = Controller(
         spec,
         uri=uri,

@@ -11,6 +11,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tui.cli.broker import started_node_for
+
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(240)]
 
 
@@ -32,7 +34,7 @@ def alarms(management_url: str) -> list[str]:
     return [a["resource"] for a in answer.get("alarms", [])]
 
 
-def test_start_alarm_clear_stop(tmp_path: Path) -> None:
+def test_start_alarm_clear_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state = tmp_path / "broker.json"
     started = flowdeck(state, "start")
     try:
@@ -43,6 +45,15 @@ def test_start_alarm_clear_stop(tmp_path: Path) -> None:
         # the node's data lives beside its state file, so nodes never share a data dir
         assert f"data        {tmp_path}" in started.stdout, started.stdout
         assert flowdeck(state, "status").returncode == 0
+        # A run given the node's uri uses the node's management API, not the one at
+        # host:15672 that the uri alone suggests (the shared broker's).
+        uri = re.search(r"uri\s+(amqp://\S+)", started.stdout)
+        assert uri, started.stdout
+        monkeypatch.setenv("FLOWDECK_BROKER_STATE", str(state))
+        node = started_node_for(uri.group(1))
+        other = started_node_for("amqp://guest:guest@127.0.0.1:5672/%2F")
+        assert node is not None and node.management_url == url
+        assert other is None
 
         raised = flowdeck(state, "alarm", "memory")
         assert raised.returncode == 0, raised.stderr

@@ -15,6 +15,7 @@ import httpx
 import pytest
 
 from engine.change import Change, Setting
+from engine.recording.reader import list_sessions, open_session
 from engine.spec import RunSpec
 from tui.app import FlowdeckApp
 from tui.screens.live import LiveScreen
@@ -158,9 +159,11 @@ def test_real_app_in_tmux(
     session = f"flowdeck-{unique_name}"
     # The tmux server inherits the test process's C environment, where curses may have set
     # COLUMNS=80 LINES=24; Textual would believe them over the 160x48 pane.
+    # No --sessions-dir: the cockpit records where `flowdeck run` does by default.
+    sessions = tmp_path / "sessions"
     command = (
-        f"env -u COLUMNS -u LINES {flowdeck} cockpit --spec {spec_file} --launch "
-        f"--sessions-dir {tmp_path / 'sessions'}"
+        f"env -u COLUMNS -u LINES FLOWDECK_SESSIONS_DIR={sessions} "
+        f"{flowdeck} cockpit --spec {spec_file} --launch"
     )
     subprocess.run(
         ["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48", command], check=True
@@ -178,7 +181,10 @@ def test_real_app_in_tmux(
         subprocess.run(["tmux", "send-keys", "-t", session, "y"], check=True)
         summary = wait_screen(session, lambda s: "session recorded in" in s, 60)
         assert "stopped by operator" in summary
-        assert "session recorded in" in summary
+        (recorded,) = list_sessions(sessions)
+        assert "session recorded in" in summary and recorded.path.name in summary
+        assert recorded.outcome == "stopped"
+        assert open_session(recorded.path).totals().published > 0
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], check=False)
         httpx.delete(f"{management_url}/api/queues/%2F/{unique_name}-1", auth=("guest", "guest"))

@@ -83,6 +83,28 @@ def _attached() -> Any | None:
         ) from None
 
 
+def started_node_for(uri: str) -> Any | None:
+    """The node ``flowdeck broker start`` left running, when ``uri`` points at its AMQP
+    port on this machine: its management URL is not the one guessed from the uri (the
+    node's ports are free ones), so a run against it uses the node's own."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(uri)
+        port = parts.port
+    except ValueError:
+        return None
+    if parts.hostname not in ("127.0.0.1", "localhost", "::1") or port is None:
+        return None
+    try:
+        node = _attached()
+    except FlowdeckError:
+        return None
+    if node is None or node.amqp_port != port or not node.running:
+        return None
+    return node
+
+
 def _start(args: argparse.Namespace) -> int:
     from collectors import LocalBroker, SourceError
     from collectors.local_broker import save_state

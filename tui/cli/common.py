@@ -257,14 +257,27 @@ def broker_for(
     spec: RunSpec, environ: Mapping[str, str] | None = None, announce: Any = None
 ) -> Iterator[Broker]:
     """The broker a run uses: the spec's uri (``--uri``), else ``FLOWDECK_URI``, else a
-    private RabbitMQ node flowdeck starts now and stops when the block ends.
+    private RabbitMQ node flowdeck starts now and stops when the block ends. A uri of the
+    node ``flowdeck broker start`` left running gets that node's management URL.
     """
     env = os.environ if environ is None else environ
     uri = spec.uri or env.get("FLOWDECK_URI", "")
     if uri:
         spec_from_mapping({"uri": uri}, spec)  # a bad FLOWDECK_URI is a SpecError too
         from collectors import prometheus_target_for
+        from tui.cli.broker import started_node_for
 
+        node = None if spec.management_url else started_node_for(uri)
+        if node is not None:  # `flowdeck broker start`'s node: its own management URL
+            yield Broker(
+                uri,
+                node.management_url,
+                spec.prometheus_url or None,
+                False,
+                f"127.0.0.1:{node.prometheus_port}",
+                node.stats_interval_ms / 1000,
+            )
+            return
         yield Broker(
             uri,
             spec.management_url or None,
