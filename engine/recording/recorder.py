@@ -358,6 +358,11 @@ class Recorder:
         """One poll of a broker-side source: a broker row and one row per queue."""
         if not self._recording():
             return
+        # The broker's versions go into the manifest (written again at close).
+        if sample.broker_version:
+            self.versions.setdefault("rabbitmq", sample.broker_version)
+        if sample.erlang_version:
+            self.versions.setdefault("erlang", sample.erlang_version)
         try:
             ts_us = _ts_us(sample.taken_at)
             elapsed = sample.taken_at - (self.started_at or sample.taken_at)

@@ -39,6 +39,9 @@ async def test_real_run_reads_back_with_the_totals_the_engine_printed(
 
     session = open_session(Path(summary.session_dir))
     assert session.outcome == summary.outcome == fmt.OUTCOME_COMPLETED
+    # The broker's versions, from the management API, are in the manifest.
+    versions = session.manifest.versions
+    assert versions["rabbitmq"].count(".") == 2 and versions["erlang"], versions
     totals = session.totals()
     safety = summary.safety
     assert (
