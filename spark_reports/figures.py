@@ -177,6 +177,7 @@ def _load(c: Row, b: Row) -> PhaseLoad:
         publish_rate_unpaused=None if unpaused is None else float(unpaused),
         publish_rate=float(c.get("publish_rate_mean") or 0.0),
         consume_rate=float(c.get("consume_rate_mean") or 0.0),
+        confirm_rate=float(c.get("confirm_rate_mean") or 0.0),
         target_rate=c.get("target_rate"),
         pending_confirms_mean=float(c.get("pending_confirms_mean") or 0.0),
         inflight=int(c.get("inflight") or 0),

@@ -60,7 +60,8 @@ def thresholds_text() -> list[str]:
         f"<b>overloaded</b>: a memory or disk alarm during the phase; or queue depth ends "
         f"higher than it started and grows faster than max({DEPTH_GROWTH_MIN:g} msg/s, "
         f"{DEPTH_GROWTH_SHARE:.0%} of the publish rate); or consumers take less than "
-        f"{CONSUME_KEEPS_UP:.0%} of the publish rate.",
+        f"{CONSUME_KEEPS_UP:.0%} of the confirm rate (with publisher confirms; else of "
+        f"the publish rate).",
         f"<b>back-pressured</b> (not overloaded): a connection blocked by flow control; or "
         f"publishers reach less than {TARGET_REACHED:.0%} of their target rate (or have "
         f"none); or pending confirms average ≥ {WINDOW_FULL:.0%} of the in-flight window "

@@ -53,6 +53,10 @@ class PhaseLoad:
     #: The publish mean over the seconds not paused: what the target (taken over the same
     #: seconds) is compared with. None: no second was paused, the same as ``publish_rate``.
     publish_rate_unpaused: float | None = None
+    #: The confirm mean, with publisher confirms on: what the broker took. Consumers keep up
+    #: when they take what the broker took; the rest of the publish rate is messages still
+    #: in flight (a widening in-flight window), not a backlog. None or 0: compare with publish.
+    confirm_rate: float | None = None
 
 
 def judge(load: PhaseLoad) -> tuple[Verdict, str]:
@@ -68,9 +72,12 @@ def judge(load: PhaseLoad) -> tuple[Verdict, str]:
         and load.depth_slope > max(DEPTH_GROWTH_MIN, DEPTH_GROWTH_SHARE * load.publish_rate)
     ):
         overloaded.append(f"queue depth growing {load.depth_slope:.1f} msg/s")
-    if load.publish_rate > 0 and load.consume_rate < CONSUME_KEEPS_UP * load.publish_rate:
+    taken, what = load.publish_rate, "published"
+    if load.confirm_rate:
+        taken, what = load.confirm_rate, "confirmed"
+    if taken > 0 and load.consume_rate < CONSUME_KEEPS_UP * taken:
         overloaded.append(
-            f"consumers take {load.consume_rate:.1f} of {load.publish_rate:.1f} msg/s "
+            f"consumers take {load.consume_rate:.1f} of {taken:.1f} msg/s {what} "
             f"(< {CONSUME_KEEPS_UP:.0%})"
         )
     if overloaded:

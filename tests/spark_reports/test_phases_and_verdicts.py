@@ -72,6 +72,16 @@ def test_verdict_thresholds() -> None:
     assert judge(load(pending_confirms_mean=900.0))[0] is Verdict.BACK_PRESSURED
     assert judge(load(pending_confirms_mean=899.0))[0] is Verdict.SUSTAINABLE
     assert judge(load(target_rate=None))[0] is Verdict.BACK_PRESSURED
+    # With confirms, consumers are measured against what the broker confirmed: the rest of
+    # the publish rate is a widening in-flight window, not a backlog (a real sweep's last
+    # step: window 4,000 -> 20,000, depth 0).
+    widening = load(publish_rate=20684.6, confirm_rate=19082.0, consume_rate=19115.7,
+                    target_rate=20000.0, pending_confirms_mean=20000.0, inflight=2000,
+                    depth_end=0.0, depth_slope=0.0)  # fmt: skip
+    assert judge(widening)[0] is Verdict.BACK_PRESSURED
+    verdict, why = judge(load(confirm_rate=1000.0, consume_rate=949.0))
+    assert verdict is Verdict.OVERLOADED and "949.0 of 1000.0 msg/s confirmed" in why
+    assert "msg/s published" in judge(load(consume_rate=949.0))[1]
 
 
 def test_recommendation_is_the_smallest_limit_near_the_best_throughput() -> None:
