@@ -13,17 +13,32 @@ controller fixes once every worker is ready.
 
 The child ignores SIGINT: Ctrl-C in a terminal reaches the whole process group, and the
 controller, not the workers, decides how a run stops (drain, flush acks, report).
+
+A worker never outlives its controller, however the controller dies (SIGKILL included): a
+worker publishing on with nobody to stop it or read its figures is load nobody asked for.
+Two mechanisms, because neither covers every case alone:
+
+* the command pipe: when the controller process is gone the kernel closes its end, the
+  child's command thread reads EOF and the child exits at once (``os._exit``: nothing is
+  left to report to). This works on every platform and whoever the parent thread was.
+* on Linux, ``prctl(PR_SET_PDEATHSIG, SIGKILL)``: the kernel kills the child when the
+  thread that spawned it ends, even if the child's own threads are stuck. That thread is
+  the controller's event-loop thread (``ProcessWorker`` is made on the running loop), which
+  lives as long as the run, so the signal only fires once the controller is gone.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import importlib
 import logging
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
+import sys
 import threading
 import traceback
 from collections.abc import Awaitable, Callable
@@ -38,6 +53,11 @@ log = logging.getLogger(__name__)
 
 #: The worker runtime the controller uses unless told otherwise (``module:function``).
 DEFAULT_RUNTIME = "engine.worker:run_worker"
+
+#: ``PR_SET_PDEATHSIG`` from <linux/prctl.h>.
+_PR_SET_PDEATHSIG = 1
+#: Exit code of a worker that stopped because its controller was gone.
+CONTROLLER_GONE_EXIT = 3
 
 Runtime = Callable[
     [WorkerAssignment, "asyncio.Queue[WorkerCommand]", Callable[[WorkerMessage], None]],
@@ -138,20 +158,40 @@ class InProcessWorker:
         self._task.cancel()
 
 
+def _die_with_controller(controller_pid: int) -> None:
+    """Have the kernel SIGKILL this process when its spawning thread ends (Linux), and
+    leave at once when the controller is already gone (the signal would never come)."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != controller_pid:
+        os._exit(CONTROLLER_GONE_EXIT)
+
+
 def _child_main(
-    conn: multiprocessing.connection.Connection, worker: int, runtime_path: str
+    conn: multiprocessing.connection.Connection,
+    worker: int,
+    runtime_path: str,
+    controller_pid: int | None = None,
 ) -> None:
     """Entry point of a worker process."""
+    if controller_pid is not None:
+        _die_with_controller(controller_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     logging.basicConfig(level=logging.WARNING, format=f"worker {worker}: %(message)s")
     install_uvloop()
     try:
         runtime = load_runtime(runtime_path)
     except FlowdeckError as exc:
-        conn.send(WorkerFailed(worker, str(exc)))
-        conn.send(_Finished())
+        with contextlib.suppress(OSError):
+            conn.send(WorkerFailed(worker, str(exc)))
+            conn.send(_Finished())
         return
-    conn.send(_Ready())
+    try:
+        conn.send(_Ready())
+    except OSError:
+        return  # the controller went away while this worker booted
     try:
         assignment = conn.recv()
     except (EOFError, OSError):
@@ -177,7 +217,9 @@ def _child_main(
                 try:
                     command = conn.recv()
                 except (EOFError, OSError):
-                    return
+                    # The controller's end is closed: it died (or was killed) mid-run.
+                    # Nobody can stop this worker or read its figures any more.
+                    os._exit(CONTROLLER_GONE_EXIT)
                 loop.call_soon_threadsafe(commands.put_nowait, command)
 
         threading.Thread(target=pump, name="flowdeck-commands", daemon=True).start()
@@ -209,7 +251,7 @@ class ProcessWorker:
         self._conn, child_conn = context.Pipe(duplex=True)
         self._process = context.Process(
             target=_child_main,
-            args=(child_conn, worker, runtime_path),
+            args=(child_conn, worker, runtime_path, os.getpid()),
             name=f"flowdeck-worker-{worker}",
             daemon=True,
         )
@@ -237,7 +279,7 @@ class ProcessWorker:
             if isinstance(message, _Finished):
                 break
             if isinstance(message, _Ready):
-                self._loop.call_soon_threadsafe(self._set_ready)
+                self._call(self._set_ready)
                 continue
             if isinstance(message, WorkerReport):
                 report = message
@@ -248,12 +290,17 @@ class ProcessWorker:
         if report is None and not failed:
             code = self._process.exitcode
             self._post(WorkerFailed(self.worker, f"worker process ended (exit code {code})"))
-        self._loop.call_soon_threadsafe(self._finish, report)
+        self._call(self._finish, report)
 
     def _post(self, message: WorkerMessage | WorkerFailed) -> None:
-        # RuntimeError: the controller's loop is closed, nobody is listening any more.
+        self._call(self._on_message, message)
+
+    def _call(self, callback: Callable[..., None], *args: Any) -> None:
+        # RuntimeError: the controller's loop is closed (the run ended without waiting for
+        # this worker, e.g. the capacity pre-flight was skipped and the run failed early);
+        # nobody is listening any more, so the message has nowhere to go.
         with contextlib.suppress(RuntimeError):
-            self._loop.call_soon_threadsafe(self._on_message, message)
+            self._loop.call_soon_threadsafe(callback, *args)
 
     def _set_ready(self) -> None:
         if not self._ready.done():
