@@ -9,6 +9,15 @@ fresh enough to watch a run by.
 Start-up costs seconds (the Erlang VM boots, then the plugins): share one node per test
 module. The default epmd on port 4369 is shared with every other node on the machine, which
 is fine: it only maps node names to distribution ports.
+
+A node never outlives the process that started it, however that process dies: ``start()``
+runs a tiny guard beside it (``collectors/node_guard.py``, in a session of its own) that
+holds one end of a pipe whose other end only the owner holds. When the owner dies, even by
+SIGKILL, the kernel closes its end and the guard stops the node (and removes a throwaway
+node's data). A guard is used rather than ``PR_SET_PDEATHSIG`` on the start script because
+that signal follows the *thread* that spawned the node, and the cockpit starts its node
+from a short-lived worker thread. ``stop()``, ``kill()`` and ``detach()`` stand the guard
+down first; ``detach()`` is how ``flowdeck broker start`` leaves a node to the user.
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -46,6 +56,9 @@ _INSTALL_HINT = "run scripts/setup or apt-get install rabbitmq-server"
 #: The CLI tools (rabbitmqctl) take a distribution port this far above the node's.
 _CLI_DIST_OFFSET = 10000
 _CLI_DIST_RANGE = 10
+
+#: The guard script started beside every node (see the module docstring).
+_GUARD_SCRIPT = Path(__file__).with_name("node_guard.py")
 
 _node_numbers = itertools.count(1)
 _live: set[LocalBroker] = set()
@@ -96,6 +109,21 @@ def free_port(*, below: int = 65536) -> int:
         if port < below:
             return port
     raise SourceError(f"found no free TCP port below {below} on 127.0.0.1; free some ports")
+
+
+def port_taken(port: int) -> bool:
+    """True when something already listens on ``port`` of 127.0.0.1 (or of every address).
+
+    SO_REUSEADDR, as RabbitMQ's own listeners use it: connections of a node that just
+    stopped, left in TIME_WAIT, do not make its port look taken to its restart.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
 
 
 def _port_answers(port: int, timeout: float = 0.5) -> bool:
@@ -156,6 +184,8 @@ class LocalBroker:
         self._process: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
         self._cookie = secrets.token_hex(20)
+        self._guard: subprocess.Popen[bytes] | None = None
+        self._guard_fd: int | None = None
 
     # -- where it is ---------------------------------------------------------------------
 
@@ -232,6 +262,7 @@ class LocalBroker:
         if self.running:
             return self
         server = find_tool("rabbitmq-server")
+        self._check_ports_free()
         self._write_files()
         began = time.monotonic()
         log = (self.base_dir / "startup.log").open("ab")
@@ -262,6 +293,7 @@ class LocalBroker:
         with _live_lock:
             _live.add(self)
         try:
+            self._start_guard()
             self._wait_until_ready(began, self.start_timeout if timeout is None else timeout)
         except BaseException:
             self.kill()
@@ -305,6 +337,7 @@ class LocalBroker:
         """Leave the node running after this process exits; returns its state for attach()."""
         with _live_lock:
             _live.discard(self)
+        self._stand_guard_down()
         state = self.to_state()
         self._process = None
         return state
@@ -349,8 +382,11 @@ class LocalBroker:
         broker.start_timeout = 120.0
         broker.started_in = state.get("started_in")
         broker._process = None
-        broker._pid = state.get("pid")
+        pid = state.get("pid")
+        broker._pid = None if pid is None else int(pid)
         broker._cookie = str(state["cookie"])
+        broker._guard = None
+        broker._guard_fd = None
         return broker
 
     def __enter__(self) -> LocalBroker:
@@ -413,6 +449,70 @@ class LocalBroker:
         return done.stdout
 
     # -- internals -----------------------------------------------------------------------
+
+    def _ports(self) -> dict[str, int | None]:
+        return {
+            "AMQP": self.amqp_port,
+            "management": self.management_port,
+            "prometheus": self.prometheus_port,
+            "distribution": self.dist_port,
+            "AMQPS": self.amqps_port,
+            "management TLS": self.management_tls_port,
+        }
+
+    def _check_ports_free(self) -> None:
+        """Fail before booting when a port is taken: the node would boot its plugins, then
+        die on ``could_not_start_listener``, and a client on that port would reach whatever
+        listens there (the shared broker, say) instead."""
+        for role, port in self._ports().items():
+            if port is not None and port_taken(port):
+                raise SourceError(
+                    f"the {role} port {port} on 127.0.0.1 is already in use (another broker "
+                    "or program listens there); choose a free port, or leave it out to get one"
+                )
+
+    def _start_guard(self) -> None:
+        """Start the guard that stops this node if this process dies (module docstring)."""
+        if self._process is None:
+            return
+        read_fd, write_fd = os.pipe()  # not inheritable: no other child holds the owner's end
+        try:
+            self._guard = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(_GUARD_SCRIPT),
+                    str(read_fd),
+                    str(self._process.pid),  # the node's session and process group
+                    str(self.base_dir),
+                    "1" if self._owns_base_dir else "0",
+                ],
+                pass_fds=(read_fd,),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd="/",
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(write_fd)
+            raise
+        finally:
+            os.close(read_fd)
+        self._guard_fd = write_fd
+
+    def _stand_guard_down(self) -> None:
+        fd, self._guard_fd = self._guard_fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(fd, b"x")
+            os.close(fd)
+        guard, self._guard = self._guard, None
+        if guard is not None:
+            try:
+                guard.wait(5.0)
+            except subprocess.TimeoutExpired:
+                guard.kill()
+                guard.wait()
 
     def _environment(self) -> dict[str, str]:
         keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "TERM")
@@ -501,9 +601,11 @@ class LocalBroker:
                     )
                 if _port_answers(self.amqp_port):
                     waiting_for = "the management API"
-                    with contextlib.suppress(httpx.HTTPError):
+                    with contextlib.suppress(httpx.HTTPError, ValueError):
                         overview = http.get(f"{self.management_url}/api/overview")
-                        if overview.status_code == 200:
+                        # The plugins start before the AMQP listener: a port something else
+                        # answers on is not this node's until the node lists it as its own.
+                        if overview.status_code == 200 and self._listens_on_amqp(overview.json()):
                             waiting_for = "the Prometheus endpoint"
                             metrics = http.get(f"{self.prometheus_url}/metrics")
                             if metrics.status_code == 200:
@@ -512,6 +614,17 @@ class LocalBroker:
         raise SourceError(
             f"private RabbitMQ node {self.nodename} did not answer on {waiting_for} within "
             f"{timeout:g} s; see {self.log_dir}: {self._log_tail()}"
+        )
+
+    def _listens_on_amqp(self, overview: Any) -> bool:
+        if not isinstance(overview, dict) or overview.get("node") != self.nodename:
+            return False
+        listeners = overview.get("listeners")
+        return isinstance(listeners, list) and any(
+            isinstance(listener, dict)
+            and listener.get("protocol") == "amqp"
+            and listener.get("port") == self.amqp_port
+            for listener in listeners
         )
 
     def _log_tail(self) -> str:
@@ -542,6 +655,7 @@ class LocalBroker:
     def _forget(self) -> None:
         with _live_lock:
             _live.discard(self)
+        self._stand_guard_down()
         self._process = None
         self._pid = None
 
@@ -561,9 +675,34 @@ def _stop_all_at_exit() -> None:
 atexit.register(_stop_all_at_exit)
 
 
+#: What ``attach()`` needs from a saved state, and the JSON type each must have.
+_STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "nodename": str,
+    "base_dir": str,
+    "amqp_port": int,
+    "management_port": int,
+    "prometheus_port": int,
+    "dist_port": int,
+    "cookie": str,
+    "pid": (int, type(None)),
+}
+
+
 def load_state(path: Path) -> dict[str, Any]:
-    """Read a node state written by ``save_state`` (used by ``flowdeck broker``)."""
-    data: dict[str, Any] = json.loads(path.read_text())
+    """Read a node state written by ``save_state`` (used by ``flowdeck broker``).
+
+    Raises OSError when the file cannot be read and ValueError, naming what is wrong, when
+    it is not JSON or not the object ``save_state`` writes.
+    """
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict):
+        raise ValueError(f"it holds a JSON {type(data).__name__}, not a node's state object")
+    for field, kind in _STATE_FIELDS.items():
+        if field not in data and field != "pid":
+            raise ValueError(f"it has no {field!r}")
+        value = data.get(field)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ValueError(f"its {field!r} is {value!r}")
     return data
 
 
