@@ -1,9 +1,14 @@
-"""`flowdeck broker start|status|stop`: a private RabbitMQ node for demos and runs.
+"""`flowdeck broker start|status|stop|restart`: a private RabbitMQ node for demos and runs.
 
 ``start`` launches a node of its own (own name, ports, data dir, management and prometheus
 plugins, statistics every second), prints where it is and leaves it running, keeping its
 state in a small file under the user's state directory so ``status`` and ``stop`` find
 it. ``start --foreground`` keeps the node until Ctrl-C and then stops it.
+
+A node ``start`` leaves running belongs to the user until ``stop``: it outlives the
+command (``LocalBroker.detach``). ``stop --keep-data`` stops it and keeps its data and
+state; ``restart`` brings it back with the same name, ports and data directory, so durable
+queues and their messages are still there.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from typing import Any
 
 import platformdirs
 
-from engine.errors import FlowdeckError
+from engine.errors import FlowdeckError, SpecError
 
 STATE_ENV = "FLOWDECK_BROKER_STATE"
 
@@ -49,7 +54,23 @@ def register(subparsers: Any) -> None:
     status = actions.add_parser("status", help="say whether the node runs, and where")
     status.set_defaults(handler=_status)
     stop = actions.add_parser("stop", help="stop the node and remove its data")
+    stop.add_argument(
+        "--keep-data",
+        action="store_true",
+        help="keep the node's data (durable queues, messages) for `flowdeck broker restart`",
+    )
     stop.set_defaults(handler=_stop)
+    restart = actions.add_parser(
+        "restart",
+        help="bring the node back with its data (same name, ports, data dir)",
+        description="Start the private node again after `flowdeck broker stop --keep-data` "
+        "(or a crash) with the same node name, ports and data directory, so durable queues "
+        "and persistent messages are still there; a running node is stopped first.",
+    )
+    restart.add_argument(
+        "name", nargs="?", help="the node's name, to make sure it is the one meant (optional)"
+    )
+    restart.set_defaults(handler=_restart)
     alarm = actions.add_parser(
         "alarm",
         help="raise a memory or disk alarm on the node, or clear both (for demos)",
@@ -77,24 +98,30 @@ def _attached() -> Any | None:
         return None
     try:
         return LocalBroker.attach(load_state(path))
-    except (OSError, ValueError, KeyError) as exc:
-        raise FlowdeckError(
-            f"the broker state file {path} cannot be read ({exc}); delete it and start again"
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise SpecError(
+            STATE_ENV,
+            f"the broker state file {path} cannot be read ({exc}); delete it and start again",
         ) from None
+
+
+def _data_kept(node: Any) -> bool:
+    """A node that does not run but whose data directory is still there."""
+    return not node.running and Path(node.base_dir).is_dir()
 
 
 def started_node_for(uri: str) -> Any | None:
     """The node ``flowdeck broker start`` left running, when ``uri`` points at its AMQP
     port on this machine: its management URL is not the one guessed from the uri (the
     node's ports are free ones), so a run against it uses the node's own."""
-    from urllib.parse import urlsplit
+    from collectors.broker_uri import BrokerUriError, parse_broker_uri
 
     try:
-        parts = urlsplit(uri)
-        port = parts.port
-    except ValueError:
+        parsed = parse_broker_uri(uri)
+    except BrokerUriError:
         return None
-    if parts.hostname not in ("127.0.0.1", "localhost", "::1") or port is None:
+    port = parsed.port
+    if parsed.host not in ("127.0.0.1", "localhost", "::1") or port is None:
         return None
     try:
         node = _attached()
@@ -114,6 +141,12 @@ def _start(args: argparse.Namespace) -> int:
         print("a private node is already running:")
         _print_node(running)
         return 0
+    if running is not None and _data_kept(running):
+        raise FlowdeckError(
+            f"the stopped private node {running.nodename} keeps its data in "
+            f"{running.base_dir}: bring it back with `flowdeck broker restart`, or delete it "
+            "with `flowdeck broker stop`"
+        )
     node = LocalBroker(
         name="flowdeck",
         # beside its state file: two nodes with two state files never share (or delete)
@@ -152,6 +185,12 @@ def _start(args: argparse.Namespace) -> int:
 def _status(args: argparse.Namespace) -> int:
     del args
     node = _attached()
+    if node is not None and _data_kept(node):
+        print(
+            f"{node.nodename} is stopped; its data is kept in {node.base_dir} "
+            "(bring it back: flowdeck broker restart)"
+        )
+        return 1
     if node is None or not node.running:
         print("no private node is running (start one: flowdeck broker start)")
         return 1
@@ -161,16 +200,65 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    del args
+    from collectors.local_broker import save_state
+
     node = _attached()
     path = state_file()
     if node is None:
         print("no private node is running")
         return 0
     was_running = node.running
+    if args.keep_data:
+        node.stop(cleanup=False)
+        save_state(path, node.to_state())  # no pid: `restart` starts it again
+        said = f"stopped {node.nodename}" if was_running else "the node had already stopped"
+        print(f"{said}; its data stays in {node.base_dir} (bring it back: flowdeck broker restart)")
+        return 0
+    kept = _data_kept(node)
     node.stop(cleanup=True)
     path.unlink(missing_ok=True)
-    print(f"stopped {node.nodename}" if was_running else "the node had already stopped")
+    if was_running:
+        print(f"stopped {node.nodename}")
+    elif kept:
+        print(f"the node had already stopped; removed its data from {node.base_dir}")
+    else:
+        print("the node had already stopped")
+    return 0
+
+
+def _restart(args: argparse.Namespace) -> int:
+    from collectors import SourceError
+    from collectors.local_broker import save_state
+
+    node = _attached()
+    path = state_file()
+    if node is None:
+        raise FlowdeckError(
+            f"no private node to restart: the state file {path} does not exist; start one "
+            "with: flowdeck broker start"
+        )
+    if args.name is not None and args.name not in (node.nodename, node.nodename.split("@")[0]):
+        raise SpecError(
+            "name", f"no private node named {args.name!r}: {path} names {node.nodename}"
+        )
+    if node.running:
+        print(f"stopping {node.nodename} (its data stays) ...", flush=True)
+        node.stop(cleanup=False)
+    elif not Path(node.base_dir).is_dir():
+        raise FlowdeckError(
+            f"the data of {node.nodename} is gone ({node.base_dir} does not exist); "
+            "start a new node: flowdeck broker stop, then flowdeck broker start"
+        )
+    print(f"starting {node.nodename} again on its ports and data ...", flush=True)
+    try:
+        node.start()
+    except SourceError as exc:
+        node.kill()  # whatever booted; the data directory stays for another try
+        raise FlowdeckError(str(exc)) from None
+    print(f"started in {node.started_in:.1f} s")
+    _print_node(node)
+    save_state(path, node.detach())
+    print("stop it with: flowdeck broker stop [--keep-data]")
     return 0
 
 
