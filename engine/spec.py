@@ -17,6 +17,7 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 from engine.change import Change, Setting, format_number, parse_change
 from engine.errors import SpecError
+from engine.tls import tls_options
 
 QueueType = Literal["classic", "quorum", "stream"]
 ExchangeType = Literal["direct", "fanout", "topic", "headers"]
@@ -29,6 +30,17 @@ EXCHANGE_TYPES: tuple[ExchangeType, ...] = ("direct", "fanout", "topic", "header
 BODY_HEADER_SIZE = 28
 #: The shared broker most machines have; a spec with no uri runs on a private local node.
 LOCAL_URI = "amqp://guest:guest@localhost:5672/%2F"
+#: RabbitMQ's limit on queue and exchange names and routing keys (AMQP short strings).
+MAX_NAME_BYTES = 255
+#: Exchanges every vhost has; the broker refuses to declare any other ``amq.`` name, so
+#: these are only checked for (declared passively), and their type is fixed.
+PREDECLARED_EXCHANGES: dict[str, ExchangeType] = {
+    "amq.direct": "direct",
+    "amq.fanout": "fanout",
+    "amq.topic": "topic",
+    "amq.headers": "headers",
+    "amq.match": "headers",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +158,7 @@ class RunSpec:
                 "queue_pattern",
                 f"queue_pattern must contain %d when queues > 1, got {self.queue_pattern!r}",
             )
+        self._check_names()
         object.__setattr__(self, "queue_args", _check_queue_args(self.queue_args))
         for index, step in enumerate(self.schedule):
             if not 0 <= step.at < self.duration:
@@ -157,6 +170,45 @@ class RunSpec:
         if list(self.schedule) != sorted(self.schedule, key=lambda s: s.at):
             raise SpecError("schedule", "schedule steps must be in time order")
         self._check_combinations()
+
+    def _check_names(self) -> None:
+        """Names the broker would refuse, refused here (the client library would fail with
+        a bare ValueError, the broker with a channel error mid-setup)."""
+        # The highest queue number gives the longest name.
+        longest = self.queue_name(self.queues - 1)
+        for name, value, what in (
+            ("queue_pattern", longest, f"queue name {_shorten(longest)!r}"),
+            ("exchange", self.exchange, f"exchange {_shorten(self.exchange)!r}"),
+            ("routing_key", self.routing_key, f"routing key {_shorten(self.routing_key)!r}"),
+        ):
+            size = len(value.encode("utf-8", errors="surrogatepass"))
+            if size > MAX_NAME_BYTES:
+                raise SpecError(
+                    name,
+                    f"{what} is {size} bytes of UTF-8, over RabbitMQ's limit of "
+                    f"{MAX_NAME_BYTES}; shorten {name}",
+                )
+        if longest.startswith("amq."):
+            raise SpecError(
+                "queue_pattern",
+                f"queue names starting with 'amq.' are reserved by RabbitMQ, got "
+                f"{_shorten(self.queue_pattern)!r}; use another queue_pattern",
+            )
+        if self.exchange.startswith("amq."):
+            fixed_type = PREDECLARED_EXCHANGES.get(self.exchange)
+            if fixed_type is None:
+                raise SpecError(
+                    "exchange",
+                    f"exchange names starting with 'amq.' are reserved by RabbitMQ, got "
+                    f"{_shorten(self.exchange)!r}; use another name, or one of the predeclared "
+                    f"{', '.join(PREDECLARED_EXCHANGES)}",
+                )
+            if self.exchange_type != fixed_type:
+                raise SpecError(
+                    "exchange_type",
+                    f"{self.exchange} is a {fixed_type} exchange, got exchange_type "
+                    f"{self.exchange_type!r}; set exchange_type = {fixed_type}",
+                )
 
     def _check_combinations(self) -> None:
         if self.queue_type == "stream" and self.auto_ack:
@@ -301,6 +353,11 @@ def mask_password(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
+def _shorten(text: str, limit: int = 60) -> str:
+    """``text`` cut to ``limit`` characters for a one-line message."""
+    return text if len(text) <= limit else f"{text[: limit - 3]}..."
+
+
 def _check_field(name: str, info: FieldInfo, value: Any) -> None:
     if info.kind is bool:
         if not isinstance(value, bool):
@@ -343,6 +400,7 @@ def _check_uri(uri: str) -> None:
         parts.port  # noqa: B018 - raises ValueError for a bad port
     except ValueError:
         raise SpecError("uri", f"uri has a bad port: {mask_password(uri)!r}") from None
+    tls_options(uri)  # TlsError (a SpecError) for a verify= value the engine refuses
 
 
 def _check_queue_args(args: Any) -> Mapping[str, QueueArgValue]:
@@ -447,6 +505,12 @@ def load_spec_file(path: Path, scale: float | None = None) -> RunSpec:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SpecError("spec", f"cannot read spec file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise SpecError(
+            "spec",
+            f"spec file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
+            f"offset {exc.start}); save it as UTF-8 TOML",
+        ) from None
     try:
         values = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-from engine.errors import FlowdeckError
+from engine.errors import SpecError
 
 #: URI query parameters (RabbitMQ's URI spec names) and what they set.
 CA_PARAMETER = "cacertfile"
@@ -38,8 +38,15 @@ INSECURE_WARNING = (
 )
 
 
-class TlsError(FlowdeckError):
-    """TLS settings that cannot work: a missing or unreadable file, a bad parameter."""
+class TlsError(SpecError):
+    """TLS settings that cannot work: a missing or unreadable file, a bad parameter.
+
+    Bad input like any other spec value (exit 2), wherever it is found: the files are only
+    read when the first connection is made.
+    """
+
+    def __init__(self, message: str, field: str = "uri") -> None:
+        super().__init__(field, message)
 
 
 @dataclass(frozen=True, slots=True)

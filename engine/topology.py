@@ -24,7 +24,7 @@ from aio_pika.abc import AbstractConnection, ExchangeType
 
 from engine.amqp.connection import tls_advice, tls_hint
 from engine.errors import BrokerUnavailable, FlowdeckError
-from engine.spec import RunSpec
+from engine.spec import PREDECLARED_EXCHANGES, RunSpec
 from engine.tls import context_for_uri
 
 CONNECT_TIMEOUT = 10.0
@@ -240,7 +240,11 @@ async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
         if spec.exchange:
             try:
                 exchange = await channel.declare_exchange(
-                    spec.exchange, _exchange_type(spec), durable=spec.durable
+                    spec.exchange,
+                    _exchange_type(spec),
+                    durable=spec.durable,
+                    # amq.* exist already; declaring one for real is refused (ACCESS_REFUSED)
+                    passive=spec.exchange in PREDECLARED_EXCHANGES,
                 )
             except aiormq.exceptions.ChannelPreconditionFailed as exc:
                 reason = exc.args[0] if exc.args else str(exc)

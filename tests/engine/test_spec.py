@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import math
 import pickle
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,20 @@ def test_defaults_are_valid() -> None:
         ),
         ({"schedule": [{"at": 1, "change": "prefetch=x"}]}, "schedule[0].change", "needs a number"),
         ({"schedule": [{"at": 1}]}, "schedule[0]", "must be {at = SECONDS"),
+        # Names RabbitMQ refuses: at most 255 bytes of UTF-8, for the highest queue number.
+        ({"queue_pattern": "q" * 300}, "queue_pattern", "is 300 bytes of UTF-8, over"),
+        (
+            {"queue_pattern": "q" * 252 + "%d", "queues": 1000},
+            "queue_pattern",
+            "queue name 'qqq",  # q...1000 is 256 bytes; q...999 would fit
+        ),
+        ({"queue_pattern": "é" * 128}, "queue_pattern", "is 256 bytes of UTF-8"),
+        ({"exchange": "x" * 256}, "exchange", "over RabbitMQ's limit of 255; shorten exchange"),
+        ({"routing_key": "k" * 256}, "routing_key", "shorten routing_key"),
+        ({"queue_pattern": "amq.q-%d"}, "queue_pattern", "'amq.' are reserved by RabbitMQ"),
+        ({"exchange": "amq.foo"}, "exchange", "reserved by RabbitMQ, got 'amq.foo'"),
+        ({"exchange": "amq.topic"}, "exchange_type", "amq.topic is a topic exchange"),
+        ({"uri": "amqp://h/?verify=maybe"}, "uri", "verify must be verify_peer or verify_none"),
     ],
 )
 def test_bad_values_name_field_value_and_range(
@@ -81,6 +96,66 @@ def test_spec_file_errors_are_spec_errors(tmp_path: Path) -> None:
         load_spec_file(path)
     with pytest.raises(SpecError, match="cannot read spec file"):
         load_spec_file(tmp_path / "missing.toml")
+
+
+def test_names_up_to_the_limit_and_predeclared_exchanges_are_valid() -> None:
+    spec = RunSpec(queue_pattern="q" * 252 + "%d", queues=999)
+    assert len(spec.queue_names[-1]) == 255
+    assert RunSpec(exchange="amq.topic", exchange_type="topic").exchange == "amq.topic"
+    assert RunSpec(exchange="amq.match", exchange_type="headers").exchange == "amq.match"
+
+
+def test_a_spec_file_that_is_not_utf8_is_a_spec_error(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes('name = "caf\u00e9"\n'.encode("latin-1"))
+    with pytest.raises(SpecError) as caught:
+        load_spec_file(path)
+    assert caught.value.message == (
+        f"spec file {path} is not UTF-8 text (byte 0xe9 at offset 11); save it as UTF-8 TOML"
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=200), st.text(max_size=200).map(str.encode)))
+def test_random_bytes_as_a_spec_file_are_a_spec_or_a_spec_error(content: bytes) -> None:
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "random.toml"
+        path.write_bytes(content)
+        try:
+            spec = load_spec_file(path)
+        except SpecError as exc:
+            assert exc.field
+            assert exc.message and "\n" not in exc.message
+        else:
+            assert isinstance(spec, RunSpec)
+
+
+_toml_values = st.sampled_from(
+    ["1", "-5", "1e400", "nan", '"amq.x"', '"q-%d"', "true", "[1, 2]", "{a = 1}", '"\\u00e9"',
+     "1979-05-27", '"' + "q" * 300 + '"', '"bench2"', "0", "0.05"]
+)  # fmt: skip
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([*FIELDS, "preset", "scale", "colour"]), _toml_values),
+        max_size=5,
+    )
+)
+def test_random_spec_files_are_a_spec_or_a_spec_error(lines: list[tuple[str, str]]) -> None:
+    """TOML that parses, with any field given any kind of value."""
+    text = "".join(f"{key} = {value}\n" for key, value in dict(lines).items())
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "random.toml"
+        path.write_text(text, encoding="utf-8")
+        try:
+            spec = load_spec_file(path)
+        except SpecError as exc:
+            assert exc.field
+            assert exc.message and "\n" not in exc.message
+        else:
+            assert isinstance(spec, RunSpec)
 
 
 def test_scaled_shrinks_counts_and_keeps_per_client_limits() -> None:

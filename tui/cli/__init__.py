@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from engine.errors import FlowdeckError, SpecError
 
@@ -31,8 +33,32 @@ COMMAND_MODULES = (
 COMMAND_NAMES = frozenset(name.replace("_", "-") for name in COMMAND_MODULES)
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser, its errors one line and exit 2 like every other bad input
+    instead of a usage dump (subcommand parsers are of the same class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # The innermost subcommand parsed sets it last: whose words were not understood.
+        self.set_defaults(command_prog=self.prog)
+
+    def error(self, message: str) -> NoReturn:
+        usage_error(self.prog, message)
+
+
+def usage_error(prog: str, message: str) -> NoReturn:
+    """Print an argument error as one line pointing at ``prog --help``; exit 2."""
+    hint = ""
+    # argparse takes a value starting with "-" (--queue-pattern -x) for an option.
+    missing = re.fullmatch(r"argument (?:\S+/)?(--\S+): expected one argument", message)
+    if missing:
+        hint = f" (a value starting with '-' is given as {missing.group(1)}=VALUE)"
+    print(f"{prog}: {message}{hint}; see {prog} --help", file=sys.stderr)
+    sys.exit(2)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="flowdeck",
         description="A live stress cockpit for RabbitMQ. With no command, opens the cockpit.",
     )
@@ -63,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     if _opens_cockpit(words):
         words = ["cockpit", *words]
-    args = parser.parse_args(words)
+    args, unknown = parser.parse_known_args(words)
+    if unknown:
+        usage_error(args.command_prog, f"unrecognized arguments: {' '.join(unknown)}")
     if args.version:
         from tui.cli.versions import print_versions
 
