@@ -31,6 +31,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
+from collectors.broker_uri import parse_broker_uri
 from collectors.errors import SourceError, short_error
 from collectors.model import BrokerSample, NodeSample, QueueSample
 
@@ -63,25 +64,16 @@ def management_url_for(amqp_uri: str) -> str:
     ``https://host:15671``). Credentials are not carried over: pass them separately
     (``credentials_from_uri``) so they never end up in a printed URL.
     """
-    parts = urlsplit(amqp_uri)
-    host = parts.hostname or "localhost"
-    if ":" in host:
-        host = f"[{host}]"
-    if parts.scheme == "amqps":
-        return f"https://{host}:15671"
-    return f"http://{host}:15672"
+    broker = parse_broker_uri(amqp_uri)
+    if broker.tls:
+        return f"https://{broker.host_text}:15671"
+    return f"http://{broker.host_text}:15672"
 
 
 def credentials_from_uri(amqp_uri: str) -> tuple[str, str, str]:
     """(username, password, vhost) from an AMQP URI, with RabbitMQ's defaults."""
-    from urllib.parse import unquote
-
-    parts = urlsplit(amqp_uri)
-    username = unquote(parts.username) if parts.username else "guest"
-    password = unquote(parts.password) if parts.password else "guest"
-    path = parts.path[1:] if parts.path.startswith("/") else parts.path
-    vhost = unquote(path) if path else "/"
-    return username, password, vhost
+    broker = parse_broker_uri(amqp_uri)
+    return broker.login, broker.secret, broker.vhost
 
 
 def _without_credentials(url: str) -> str:

@@ -29,10 +29,10 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
-from urllib.parse import urlsplit
 
 import httpx
 
+from collectors.broker_uri import parse_broker_uri
 from collectors.errors import SourceError
 from collectors.local_broker import free_port
 
@@ -49,10 +49,7 @@ def prometheus_target_for(amqp_uri: str) -> str:
 
     ``amqp://user:pw@host:5672/vhost`` gives ``host:15692``, the plugin's default port.
     """
-    host = urlsplit(amqp_uri).hostname or "localhost"
-    if ":" in host:
-        host = f"[{host}]"
-    return f"{host}:15692"
+    return f"{parse_broker_uri(amqp_uri).host_text}:15692"
 
 
 def find_prometheus() -> Path:

@@ -20,7 +20,6 @@ import importlib
 import logging
 import os
 import platform
-import re
 import ssl
 import time
 from collections.abc import Callable, Mapping
@@ -37,6 +36,7 @@ from collectors import (
     credentials_from_uri,
     management_url_for,
 )
+from collectors.broker_uri import mask_text
 from collectors.model import BrokerSample
 from engine import topology
 from engine.accounting import data_safety
@@ -78,14 +78,6 @@ OUTCOME_FAILED = "failed"
 BOOT_TIMEOUT = 90.0
 #: Seconds past the drain a worker may take to report before it is killed.
 REPORT_GRACE = 30.0
-
-
-_URI_PASSWORD = re.compile(r"(?P<head>\b[a-z][a-z0-9+.-]*://[^\s:/@]*:)[^\s@/]*@", re.IGNORECASE)
-
-
-def mask_uris(text: str) -> str:
-    """``text`` with the password of every URI in it replaced by ``***``."""
-    return _URI_PASSWORD.sub(lambda m: f"{m.group('head')}***@", text)
 
 
 def resolve_workers(workers: int) -> int:
@@ -775,7 +767,7 @@ class Controller:
             phases=self._phase_index + 1,
             session_dir=str(self.session_dir) if self.session_dir else None,
             recording_error=self._recording_error,
-            errors=tuple(dict.fromkeys(mask_uris(e) for e in errors)),
+            errors=tuple(dict.fromkeys(mask_text(e) for e in errors)),
         )
         self._event(
             EventKind.RUN_STOPPED,
@@ -825,7 +817,7 @@ class Controller:
         event = RunEvent(
             at=time.time() if at is None else at,
             kind=kind,
-            message=mask_uris(message),
+            message=mask_text(message),
             change_id=change_id,
             detail=dict(detail or {}),
         )

@@ -1,15 +1,21 @@
 """Broker credentials from the environment or a file instead of the command line.
 
 A password on a command line is in the shell's history and in every ``ps`` listing on the
-machine. flowdeck takes it from, in this order:
+machine. flowdeck takes the AMQP password from, in this order:
 
 1. ``--password-file FILE``: the file's first line (a secrets mount, ``chmod 600``);
 2. ``FLOWDECK_PASSWORD`` in the environment;
 3. the broker URI itself (``amqp://user:password@host``; the URI may come from
    ``FLOWDECK_URI`` rather than ``--uri``).
 
+The management API password comes, in the same way, from ``--management-password-file``,
+then ``FLOWDECK_MANAGEMENT_PASSWORD``, then ``--management-password``, else it is the AMQP
+password.
+
 Whichever it is, the password goes into the URI the engine connects with and nowhere else:
-specs, sessions, events, summaries and messages show URIs masked (``user:***@host``).
+specs, sessions, events, summaries and messages show URIs masked (``user:***@host``). How
+a URI is read (a raw ``@`` or ``/`` in the password included) is
+``collectors.broker_uri``'s one rule.
 """
 
 from __future__ import annotations
@@ -17,41 +23,57 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
+from collectors.broker_uri import BrokerUri, BrokerUriError, parse_broker_uri
 from engine.errors import SpecError
 
 PASSWORD_ENV = "FLOWDECK_PASSWORD"
+MANAGEMENT_PASSWORD_ENV = "FLOWDECK_MANAGEMENT_PASSWORD"
 URI_ENV = "FLOWDECK_URI"
 #: A password file larger than this is not a password file.
 _MAX_PASSWORD_FILE = 64 * 1024
 
 
-def read_password_file(path: Path | str) -> str:
-    """The password in ``path``: its first line without the line end."""
-    file = Path(path)
+def broker_uri(text: str, field: str = "uri") -> BrokerUri:
+    """``text`` parsed as an AMQP URI, or a SpecError (one line, no password) naming
+    ``field``."""
     try:
-        if file.stat().st_size > _MAX_PASSWORD_FILE:
-            raise SpecError(
-                "password_file",
-                f"password file {file} is larger than {_MAX_PASSWORD_FILE // 1024} KiB; "
-                "give a file holding only the password",
-            )
-        text = file.read_text(encoding="utf-8")
+        return parse_broker_uri(text)
+    except BrokerUriError as exc:
+        raise SpecError(field, exc.message) from None
+
+
+def read_password_file(path: Path | str, field: str = "password_file") -> str:
+    """The password in ``path``: its first line without the line end.
+
+    At most 64 KiB (plus one byte, to tell) is read: a device such as ``/dev/zero`` or a
+    pipe that never ends is refused instead of read for ever.
+    """
+    file = Path(path)
+    limit = _MAX_PASSWORD_FILE
+    try:
+        with file.open("rb") as stream:
+            data = stream.read(limit + 1)
     except FileNotFoundError:
-        raise SpecError("password_file", f"password file {file} does not exist") from None
+        raise SpecError(field, f"password file {file} does not exist") from None
+    except IsADirectoryError:
+        raise SpecError(field, f"password file {file} is a directory; give a file") from None
     except OSError as exc:
+        raise SpecError(field, f"password file {file} cannot be read: {exc.strerror}") from None
+    if len(data) > limit:
         raise SpecError(
-            "password_file", f"password file {file} cannot be read: {exc.strerror}"
-        ) from None
+            field,
+            f"password file {file} is larger than {limit // 1024} KiB; "
+            "give a file holding only the password",
+        )
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise SpecError("password_file", f"password file {file} is not UTF-8 text") from None
+        raise SpecError(field, f"password file {file} is not UTF-8 text") from None
     lines = text.splitlines()
     password = lines[0] if lines else ""
     if not password:
-        raise SpecError(
-            "password_file", f"password file {file} is empty; put the password on its first line"
-        )
+        raise SpecError(field, f"password file {file} is empty; put the password on its first line")
     return password
 
 
@@ -59,14 +81,7 @@ def with_password(uri: str, password: str) -> str:
     """``uri`` with ``password`` (percent-encoded) as its password; the user stays, or is
     ``guest`` when the URI has none.
     """
-    parts = urlsplit(uri)
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = quote(unquote(parts.username), safe="") if parts.username else "guest"
-    return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{host}"))
+    return str(broker_uri(uri).with_password(password))
 
 
 def resolve_uri(
@@ -75,15 +90,33 @@ def resolve_uri(
     password_file: Path | str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> str:
-    """The URI to connect with: its password replaced by the password file's or
-    ``FLOWDECK_PASSWORD``'s when one is given (see the module doc). Empty stays empty.
+    """The URI to connect with, in its connect form (every part percent-encoded): its
+    password replaced by the password file's or ``FLOWDECK_PASSWORD``'s when one is given
+    (see the module doc). Empty stays empty.
     """
     if not uri:
         return uri
+    parsed = broker_uri(uri)
     env = os.environ if environ is None else environ
     if password_file:
-        return with_password(uri, read_password_file(password_file))
+        return str(parsed.with_password(read_password_file(password_file)))
     password = env.get(PASSWORD_ENV, "")
     if password:
-        return with_password(uri, password)
-    return uri
+        return str(parsed.with_password(password))
+    return str(parsed)
+
+
+def management_password(
+    given: str | None,
+    *,
+    password_file: Path | str | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> str | None:
+    """The management API password: ``--management-password-file``'s first line, else
+    ``FLOWDECK_MANAGEMENT_PASSWORD``, else ``given`` (``--management-password``); None
+    means "the AMQP password".
+    """
+    if password_file:
+        return read_password_file(password_file, "management_password_file")
+    env = os.environ if environ is None else environ
+    return env.get(MANAGEMENT_PASSWORD_ENV, "") or given or None

@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
+from collectors.broker_uri import redact
 from engine.change import Change, Setting, format_number, parse_change
+from engine.credentials import broker_uri
 from engine.errors import SpecError
 from engine.tls import tls_options
 
@@ -314,7 +315,7 @@ class RunSpec:
         """``to_mapping`` with every password masked: safe to record and show."""
         out = self.to_mapping()
         for key in ("uri", "management_url", "prometheus_url"):
-            out[key] = mask_password(out[key])
+            out[key] = redact(out[key])
         return out
 
 
@@ -335,22 +336,6 @@ def _scale_change(change: Change, count: Any) -> Change:
             return Change(change.setting, scaled, relative=True)
         return Change(change.setting, count(int(change.value)))
     return change
-
-
-def mask_password(url: str) -> str:
-    """The URL with its password replaced by ``***``; unchanged when it has none."""
-    if not url:
-        return url
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    host = parts.hostname or ""
-    if ":" in host:
-        host = f"[{host}]"
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    user = quote(unquote(parts.username or ""), safe="")
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
 
 
 def _shorten(text: str, limit: int = 60) -> str:
@@ -387,20 +372,9 @@ def _check_field(name: str, info: FieldInfo, value: Any) -> None:
 
 
 def _check_uri(uri: str) -> None:
-    if not uri:
-        return
-    parts = urlsplit(uri)
-    if parts.scheme not in ("amqp", "amqps"):
-        raise SpecError(
-            "uri", f"uri must start with amqp:// or amqps://, got {mask_password(uri)!r}"
-        )
-    if not parts.hostname:
-        raise SpecError("uri", f"uri needs a host, got {mask_password(uri)!r}")
-    try:
-        parts.port  # noqa: B018 - raises ValueError for a bad port
-    except ValueError:
-        raise SpecError("uri", f"uri has a bad port: {mask_password(uri)!r}") from None
-    tls_options(uri)  # TlsError (a SpecError) for a verify= value the engine refuses
+    if uri:
+        broker_uri(uri)  # SpecError, one line without the password, for a bad one
+        tls_options(uri)  # TlsError (a SpecError) for a verify= value the engine refuses
 
 
 def _check_queue_args(args: Any) -> Mapping[str, QueueArgValue]:

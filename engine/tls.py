@@ -20,8 +20,9 @@ from __future__ import annotations
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import urlencode
 
+from collectors.broker_uri import BrokerUri, BrokerUriError, parse_broker_uri
 from engine.errors import SpecError
 
 #: URI query parameters (RabbitMQ's URI spec names) and what they set.
@@ -63,9 +64,16 @@ class TlsOptions:
         return bool(self.ca_file or self.cert_file or self.key_file or self.insecure)
 
 
+def _parsed(uri: str) -> BrokerUri:
+    try:
+        return parse_broker_uri(uri)
+    except BrokerUriError as exc:
+        raise TlsError(exc.message) from None
+
+
 def tls_options(uri: str) -> TlsOptions:
     """The TLS settings in a broker URI's query (see the module doc)."""
-    query = dict(parse_qsl(urlsplit(uri).query, keep_blank_values=True))
+    query = _parsed(uri).query_params
     verify = query.get(VERIFY_PARAMETER, VERIFY_PEER)
     if verify not in (VERIFY_PEER, VERIFY_NONE):
         raise TlsError(
@@ -85,8 +93,8 @@ def with_tls_options(uri: str, options: TlsOptions) -> str:
     """
     if not options.configured:
         return uri
-    parts = urlsplit(uri)
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
+    parsed = _parsed(uri)
+    query = parsed.query_params
     for name, value in (
         (CA_PARAMETER, options.ca_file),
         (CERT_PARAMETER, options.cert_file),
@@ -96,7 +104,7 @@ def with_tls_options(uri: str, options: TlsOptions) -> str:
             query[name] = str(Path(value).expanduser().absolute())
     if options.insecure:
         query[VERIFY_PARAMETER] = VERIFY_NONE
-    return urlunsplit(parts._replace(query=urlencode(query, safe="/")))
+    return str(parsed.with_query(urlencode(query, safe="/")))
 
 
 def ssl_context(options: TlsOptions) -> ssl.SSLContext:
@@ -137,7 +145,7 @@ def ssl_context(options: TlsOptions) -> ssl.SSLContext:
 
 def context_for_uri(uri: str) -> ssl.SSLContext | None:
     """The context an ``amqps://`` URI needs; None for plain ``amqp://``."""
-    if urlsplit(uri).scheme != "amqps":
+    if not _parsed(uri).tls:
         return None
     return ssl_context(tls_options(uri))
 

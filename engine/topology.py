@@ -15,13 +15,13 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import aio_pika
 import aiormq.exceptions
 import httpx
 from aio_pika.abc import AbstractConnection, ExchangeType
 
+from collectors.broker_uri import parse_broker_uri
 from engine.amqp.connection import tls_advice, tls_hint
 from engine.errors import BrokerUnavailable, FlowdeckError
 from engine.spec import PREDECLARED_EXCHANGES, RunSpec
@@ -48,19 +48,17 @@ def queue_arguments(spec: RunSpec) -> dict[str, Any]:
 
 def broker_address(uri: str) -> str:
     """``host:port/vhost`` of an AMQP URI, for messages (never the password)."""
-    parts = urlsplit(uri)
-    port = amqp_port(uri)
-    vhost = unquote(parts.path[1:]) if len(parts.path) > 1 else "/"
-    return f"{parts.hostname}:{port} vhost {vhost!r}"
+    return parse_broker_uri(uri).address
 
 
 async def connect(uri: str, *, timeout: float = CONNECT_TIMEOUT) -> AbstractConnection:
     """An aio-pika connection, or BrokerUnavailable saying what to check."""
-    where = broker_address(uri)
+    parsed = parse_broker_uri(uri)
+    where = parsed.address
     try:
         context = context_for_uri(uri)  # TlsError (a FlowdeckError) for bad TLS files
         return await asyncio.wait_for(
-            aio_pika.connect(uri, timeout=timeout, ssl_context=context), timeout + 1
+            aio_pika.connect(str(parsed), timeout=timeout, ssl_context=context), timeout + 1
         )
     except ssl.SSLError as exc:
         raise BrokerUnavailable(f"TLS handshake with {where} failed: {tls_advice(exc)}") from None
@@ -71,7 +69,7 @@ async def connect(uri: str, *, timeout: float = CONNECT_TIMEOUT) -> AbstractConn
     except aiormq.exceptions.ProbableAuthenticationError:
         raise BrokerUnavailable(
             f"broker at {where} refused the login of user "
-            f"{unquote(urlsplit(uri).username or 'guest')!r}; check the user and password "
+            f"{parsed.login!r}; check the user and password "
             "in the uri"
         ) from None
     except aiormq.exceptions.InvalidFrameError:
@@ -84,7 +82,7 @@ async def connect(uri: str, *, timeout: float = CONNECT_TIMEOUT) -> AbstractConn
         if hint is not None:
             raise BrokerUnavailable(f"TLS handshake with {where} failed: {hint}") from None
         advice = "is RabbitMQ running there?"
-        if urlsplit(uri).scheme == "amqp" and "reset" in str(exc).lower():
+        if not parsed.tls and "reset" in str(exc).lower():
             # A TLS listener drops a plain AMQP greeting at once.
             advice = "if that port speaks TLS, use amqps:// (usually port 5671)"
         raise BrokerUnavailable(
@@ -189,8 +187,7 @@ async def amqp_listener_ports(
 
 
 def amqp_port(uri: str) -> int:
-    parts = urlsplit(uri)
-    return parts.port or (5671 if parts.scheme == "amqps" else 5672)
+    return parse_broker_uri(uri).effective_port
 
 
 def connections_needed(spec: RunSpec) -> int:

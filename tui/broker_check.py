@@ -11,9 +11,9 @@ from dataclasses import dataclass
 import httpx
 
 from collectors import ManagementCollector, SourceError, credentials_from_uri, management_url_for
+from collectors.broker_uri import redact
 from collectors.local_broker import find_tool
 from engine.errors import FlowdeckError
-from engine.spec import mask_password
 from engine.tls import http_context
 
 
@@ -43,7 +43,7 @@ async def check_amqp(uri: str) -> CheckLine:
     return CheckLine(
         "broker",
         True,
-        f"{text('product') or 'broker'} {text('version')} answers at {mask_password(uri)}",
+        f"{text('product') or 'broker'} {text('version')} answers at {redact(uri)}",
     )
 
 

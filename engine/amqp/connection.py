@@ -19,12 +19,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
-from urllib.parse import parse_qs, unquote, urlsplit
 
 from pamqp import commands, frame, header
 from pamqp import exceptions as pamqp_exceptions
 from pamqp.base import Frame
 
+from collectors.broker_uri import BrokerUriError, parse_broker_uri
 from engine.amqp.frames import (
     BASIC_ACK,
     BASIC_DELIVER,
@@ -41,7 +41,6 @@ from engine.amqp.frames import (
     U64,
 )
 from engine.errors import BrokerUnavailable, FlowdeckError
-from engine.spec import mask_password
 from engine.tls import context_for_uri
 
 PRODUCT = "flowdeck"
@@ -92,24 +91,22 @@ def parse_uri(uri: str) -> ConnectionParams:
     ``%2F`` is ``/``, an empty path is ``/``; ``heartbeat``, ``frame_max`` and
     ``connection_timeout`` (ms) query parameters are honoured).
     """
-    parts = urlsplit(uri)
-    if parts.scheme not in ("amqp", "amqps"):
-        raise BrokerUnavailable(
-            f"broker URI must start with amqp:// or amqps://, got {mask_password(uri)!r}"
-        )
-    tls = parts.scheme == "amqps"
-    path = parts.path[1:] if parts.path.startswith("/") else parts.path
-    vhost = unquote(path) if path else "/"
-    query = {key: values[-1] for key, values in parse_qs(parts.query).items()}
+    try:
+        parsed = parse_broker_uri(uri)
+    except BrokerUriError as exc:
+        raise BrokerUnavailable(f"broker {exc.message}") from None
+    tls = parsed.tls
+    vhost = parsed.vhost
+    query = parsed.query_params
     timeout = DEFAULT_CONNECT_TIMEOUT
     if "connection_timeout" in query:
         timeout = float(query["connection_timeout"]) / 1000
     return ConnectionParams(
-        host=parts.hostname or "localhost",
-        port=parts.port or (5671 if tls else 5672),
+        host=parsed.host,
+        port=parsed.effective_port,
         vhost=vhost,
-        username=unquote(parts.username) if parts.username is not None else "guest",
-        password=unquote(parts.password) if parts.password is not None else "guest",
+        username=parsed.login,
+        password=parsed.secret,
         tls=tls,
         heartbeat=int(query.get("heartbeat", DEFAULT_HEARTBEAT)),
         frame_max=int(query.get("frame_max", DEFAULT_FRAME_MAX)),

@@ -33,6 +33,7 @@ import platformdirs
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from collectors.broker_uri import mask_text, mask_value
 from collectors.model import BrokerSample
 from engine.events import RunEvent
 from engine.latency import LATENCY_KEYS, BucketDecoder, LatencyKey
@@ -50,8 +51,6 @@ MANIFEST_RESERVE_BYTES = 64 * 1024
 #: How long ``close`` waits for the writer to finish the last parts before giving up.
 CLOSE_TIMEOUT_SECONDS = 30.0
 
-_URI_PASSWORD = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.\-]*://[^\s/@:]*):([^\s/@]*)@")
-
 
 def default_sessions_root() -> Path:
     """``$FLOWDECK_SESSIONS_DIR`` if set, else ``sessions`` in the user's data directory."""
@@ -66,22 +65,6 @@ def new_session_id(name: str, at: float) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(at))
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40].strip("-") or "run"
     return f"{stamp}-{slug}-{secrets.token_hex(2)}"
-
-
-def mask_text_passwords(text: str) -> str:
-    """``text`` with the password of every URI in it replaced by ``***``."""
-    return _URI_PASSWORD.sub(r"\1:***@", text)
-
-
-def mask_value_passwords(value: Any) -> Any:
-    """A JSON-able value with URI passwords masked in every string it holds."""
-    if isinstance(value, str):
-        return mask_text_passwords(value)
-    if isinstance(value, Mapping):
-        return {str(k): mask_value_passwords(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [mask_value_passwords(v) for v in value]
-    return value
 
 
 def _describe_os_error(exc: BaseException) -> str:
@@ -424,7 +407,7 @@ class Recorder:
             self._early_events.append(event)  # before start(): written when it starts
             return
         try:
-            line = json.dumps(mask_value_passwords(event.to_json()), separators=(",", ":"))
+            line = json.dumps(mask_value(event.to_json()), separators=(",", ":"))
             self._events_file.write(line + "\n")
             self._events_file.flush()
         except (OSError, TypeError, ValueError) as exc:
@@ -489,9 +472,9 @@ class Recorder:
             (self.session_dir / MANIFEST_RESERVE).unlink(missing_ok=True)
             self._write_manifest(
                 outcome=outcome,
-                summary=mask_value_passwords(dict(summary)),
+                summary=mask_value(dict(summary)),
                 end=at,
-                stop_reason=mask_text_passwords(stop_reason),
+                stop_reason=mask_text(stop_reason),
             )
         except OSError as exc:
             self._fail(
@@ -580,7 +563,7 @@ class Recorder:
             session_id=self.session_id,
             schema_version=fmt.SCHEMA_VERSION,
             name=self.spec.name,
-            spec=mask_value_passwords(self.spec.redacted()),
+            spec=mask_value(self.spec.redacted()),
             start=self.started_at if self.started_at is not None else time.time(),
             end=end,
             outcome=outcome,

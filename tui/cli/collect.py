@@ -20,8 +20,8 @@ import time
 from typing import Any
 
 from collectors.model import BrokerSample
+from engine.credentials import URI_ENV, broker_uri, management_password
 from engine.errors import FlowdeckError
-from engine.spec import mask_password
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -37,6 +37,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--uri", metavar="AMQP_URI", help="broker (credentials and vhost)")
     parser.add_argument("--management-url", metavar="URL", help="management API base URL")
     parser.add_argument("--management-user", metavar="USER", help="default: the uri's user")
+    parser.add_argument(
+        "--management-password-file",
+        metavar="FILE",
+        help="read the management password from the first line of FILE "
+        "(else FLOWDECK_MANAGEMENT_PASSWORD, else the uri's password)",
+    )
     parser.add_argument("--prometheus-url", metavar="URL", help="use this Prometheus server")
     parser.add_argument(
         "--job", metavar="JOB", help="Prometheus scrape job of the broker (default: found)"
@@ -57,7 +63,7 @@ def register(subparsers: Any) -> None:
 
 def _broker(args: argparse.Namespace) -> tuple[str, str | None, float | None]:
     """(AMQP uri, management URL or None, statistics interval or None)."""
-    uri = args.uri or os.environ.get("FLOWDECK_URI", "")
+    uri = args.uri or os.environ.get(URI_ENV, "")
     if uri:
         return uri, args.management_url, args.statistics_interval
     if not args.management_url and not args.prometheus_url:
@@ -73,13 +79,13 @@ def _source(args: argparse.Namespace) -> Any:
     from collectors import ManagementCollector, credentials_from_uri, management_url_for
 
     uri, management_url, interval = _broker(args)
-    if not uri.startswith(("amqp://", "amqps://")):
-        raise FlowdeckError(
-            f"--uri must start with amqp:// or amqps://, got {mask_password(uri)!r}"
-        )
+    uri = str(broker_uri(uri))  # SpecError (exit 2, no password) for a bad one
     user, password, vhost = credentials_from_uri(uri)
     user = args.management_user or user
-    password = os.environ.get("FLOWDECK_MANAGEMENT_PASSWORD", password)
+    password = (
+        management_password(None, password_file=getattr(args, "management_password_file", None))
+        or password
+    )
     queues = [q for q in args.queues.split(",") if q] if args.queues else None
     if args.prometheus_url:
         from collectors import PrometheusCollector

@@ -14,11 +14,13 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from collectors.broker_uri import redact
 from engine.change import format_number, parse_change
+from engine.credentials import URI_ENV, broker_uri, management_password
 from engine.errors import FlowdeckError, SpecError
 from engine.presets import DEFAULT_PRESET, preset
 from engine.spec import (
@@ -26,7 +28,6 @@ from engine.spec import (
     RunSpec,
     ScheduleStep,
     load_spec_file,
-    mask_password,
     spec_from_mapping,
 )
 
@@ -234,7 +235,27 @@ def add_broker_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--management-user", metavar="USER", help="management API user (default: the uri's)"
     )
-    group.add_argument("--management-password", metavar="PASSWORD", help="management API password")
+    group.add_argument(
+        "--management-password",
+        metavar="PASSWORD",
+        help="management API password (shows in ps: prefer the file or "
+        "FLOWDECK_MANAGEMENT_PASSWORD; default: the AMQP password)",
+    )
+    group.add_argument(
+        "--management-password-file",
+        metavar="FILE",
+        help="read the management API password from the first line of FILE",
+    )
+
+
+def management_password_from(args: argparse.Namespace) -> str | None:
+    """The management password of ``--management-password-file``,
+    ``FLOWDECK_MANAGEMENT_PASSWORD`` or ``--management-password`` (in that order, see
+    engine.credentials); None means the AMQP password."""
+    return management_password(
+        getattr(args, "management_password", None),
+        password_file=getattr(args, "management_password_file", None),
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +272,13 @@ class Broker:
     #: The broker's collect_statistics_interval in seconds, when flowdeck knows it.
     statistics_interval: float | None = None
 
+    def spec_for(self, spec: RunSpec) -> RunSpec:
+        """``spec`` naming this broker, so the session records (masked) where the run went
+        even when the uri came from ``FLOWDECK_URI``; a private node's run keeps no uri."""
+        if self.private or spec.uri == self.uri:
+            return spec
+        return replace(spec, uri=self.uri)
+
 
 @contextmanager
 def broker_for(
@@ -261,9 +289,9 @@ def broker_for(
     node ``flowdeck broker start`` left running gets that node's management URL.
     """
     env = os.environ if environ is None else environ
-    uri = spec.uri or env.get("FLOWDECK_URI", "")
+    uri = spec.uri or env.get(URI_ENV, "")
     if uri:
-        spec_from_mapping({"uri": uri}, spec)  # a bad FLOWDECK_URI is a SpecError too
+        uri = str(broker_uri(uri))  # a bad FLOWDECK_URI is a SpecError (exit 2) too
         from collectors import prometheus_target_for
         from tui.cli.broker import started_node_for
 
@@ -298,9 +326,7 @@ def broker_for(
         raise FlowdeckError(f"cannot start a private RabbitMQ node: {exc}") from None
     try:
         if announce is not None:
-            announce(
-                f"private node up in {node.started_in or 0:.1f} s at {mask_password(node.uri)}"
-            )
+            announce(f"private node up in {node.started_in or 0:.1f} s at {redact(node.uri)}")
         yield Broker(
             node.uri,
             node.management_url,

@@ -18,6 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
+from collectors.broker_uri import redact
 from collectors.model import BrokerSample
 from engine.controller import Controller
 from engine.credentials import resolve_uri
@@ -25,12 +26,12 @@ from engine.errors import FlowdeckError, SpecError
 from engine.events import EventKind, RunEvent
 from engine.latency import LatencyKind, SendBasis
 from engine.progress import Percentiles, RunSummary, Tick
-from engine.spec import mask_password
 from engine.tls import INSECURE_WARNING, TlsOptions, tls_options, with_tls_options
 from tui.cli.common import (
     add_broker_arguments,
     add_spec_arguments,
     broker_for,
+    management_password_from,
     parse_number,
     prometheus_for,
 )
@@ -117,7 +118,7 @@ def connection_uri(uri: str, args: argparse.Namespace) -> str:
     if options.configured and not uri.startswith("amqps://"):
         raise SpecError(
             "uri",
-            f"TLS options need an amqps:// uri, got {mask_password(uri)!r}; "
+            f"TLS options need an amqps:// uri, got {redact(uri)!r}; "
             "use amqps:// and the broker's TLS port (usually 5671)",
         )
     uri = with_tls_options(uri, options)
@@ -151,11 +152,11 @@ def run_command(args: argparse.Namespace) -> int:
         if tls_options(uri).insecure:
             print(f"warning: {INSECURE_WARNING}", file=sys.stderr, flush=True)
         controller = Controller(
-            spec,
+            broker.spec_for(spec),
             uri=uri,
             management_url=broker.management_url,
             management_user=args.management_user,
-            management_password=args.management_password,
+            management_password=management_password_from(args),
             prometheus_url=prometheus_url,
             sessions_root=sessions_root,
             drain_seconds=drain,
@@ -202,7 +203,7 @@ async def _run(controller: Controller, out: TextIO) -> RunSummary:
         f"{spec.rate:g} msg/s, {spec.queues} {spec.queue_type} queue(s), "
         f"{spec.consumers} consumers, {spec.duration:g} s, "
         f"{controller.workers or 'no'} worker process(es), "
-        f"broker {mask_password(controller.uri)}",
+        f"broker {redact(controller.uri)}",
         file=out,
         flush=True,
     )

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from collectors.broker_uri import redact
 from engine.errors import FlowdeckError
 from engine.events import EventKind
 from engine.latency import LatencyKind, SendBasis
@@ -123,7 +124,7 @@ def show_command(args: argparse.Namespace) -> int:
         ("host", manifest.host),
         ("versions", ", ".join(f"{k} {v}" for k, v in sorted(manifest.versions.items()))),
         ("format", manifest.schema_version),
-        ("broker", str(spec.get("uri") or "private local node")),
+        ("broker", redact(str(spec.get("uri") or "")) or "private local node"),
         ("spec", _describe_spec(spec)),
     ]
     totals = session.totals()

@@ -139,10 +139,10 @@ def version_lines(environ: Mapping[str, str] | None = None) -> list[str]:
     lines.append(f"Erlang/OTP {erlang or NOT_FOUND} (installed on this machine)")
     uri = env.get("FLOWDECK_URI", "")
     if uri:
-        from engine.spec import mask_password
+        from collectors.broker_uri import redact
 
         answer = broker_versions(uri)
-        where = mask_password(uri)
+        where = redact(uri)
         if isinstance(answer, tuple):
             lines.append(f"broker {where}: RabbitMQ {answer[0]}, Erlang/OTP {answer[1]}")
         else:

@@ -12,6 +12,7 @@ import pytest
 from _synthetic import SPEC, SyntheticWorker, broker_sample
 from hdrh.histogram import HdrHistogram
 
+from collectors.broker_uri import mask_text
 from engine.events import EventKind, RunEvent
 from engine.latency import HIGHEST_US, LATENCY_KEYS, LOWEST_US, record
 from engine.recording import format as fmt
@@ -20,7 +21,6 @@ from engine.recording.recorder import (
     SESSIONS_DIR_ENV,
     Recorder,
     default_sessions_root,
-    mask_text_passwords,
     new_session_id,
 )
 from engine.snapshot import Counters
@@ -220,6 +220,6 @@ def test_sessions_root_from_environment(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 def test_masks_every_uri_password_in_text() -> None:
     text = "lost amqps://u:p%40ss@h:5671/v and http://admin:pw@mgmt:15672/api, kept amqp://h/"
-    assert mask_text_passwords(text) == (
+    assert mask_text(text) == (
         "lost amqps://u:***@h:5671/v and http://admin:***@mgmt:15672/api, kept amqp://h/"
     )
