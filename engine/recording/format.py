@@ -27,11 +27,13 @@ it and nothing else of flowdeck.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 SCHEMA_VERSION = "1.2"
 SCHEMA_MAJOR = 1
@@ -53,6 +55,9 @@ OUTCOME_FAILED = "failed"  # ended by an error
 OUTCOME_INCOMPLETE = "incomplete"  # what readers report for "running" with no live recorder
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+#: Manifest times are Unix seconds within what every reader can show: 1970 to the end of
+#: year 9999 (Python's and Spark's dates end there), less a day for the local time zone.
+LATEST_TIME = 253_402_214_400.0
 
 CLIENT_SCHEMA = pa.schema(
     [
@@ -259,24 +264,78 @@ def read_manifest(session_dir: Path) -> Manifest:
     if not isinstance(raw, dict):
         raise SessionFormatError(f"{path}: manifest is not a JSON object")
     check_schema_version(raw.get("schema_version", "0"), str(path))
-    try:
-        return Manifest(
-            session_id=str(raw["session_id"]),
-            schema_version=str(raw["schema_version"]),
-            name=str(raw.get("name", "")),
-            spec=dict(raw.get("spec") or {}),
-            start=float(raw["start"]),
-            end=None if raw.get("end") is None else float(raw["end"]),
-            outcome=str(raw.get("outcome", OUTCOME_RUNNING)),
-            host=str(raw.get("host", "")),
-            versions={str(k): str(v) for k, v in (raw.get("versions") or {}).items()},
-            recorder_pid=raw.get("recorder_pid"),
-            summary=raw.get("summary"),
-            stop_reason=str(raw.get("stop_reason", "")),
-            recording_error=str(raw.get("recording_error") or ""),
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SessionFormatError(f"{path}: manifest field missing or wrong: {exc}") from None
+    for key in ("session_id", "schema_version", "start"):
+        if key not in raw:
+            raise SessionFormatError(f"{path}: manifest field {key!r} is missing")
+    end = raw.get("end")
+    return Manifest(
+        session_id=str(raw["session_id"]),
+        schema_version=str(raw["schema_version"]),
+        name=str(raw.get("name", "")),
+        spec=_object(raw, "spec", path),
+        start=_time(raw, "start", path),
+        end=None if end is None else _time(raw, "end", path),
+        outcome=str(raw.get("outcome", OUTCOME_RUNNING)),
+        host=str(raw.get("host", "")),
+        versions={str(k): str(v) for k, v in _object(raw, "versions", path).items()},
+        recorder_pid=_pid(raw, path),
+        summary=_summary(raw, path),
+        stop_reason=str(raw.get("stop_reason", "")),
+        recording_error=str(raw.get("recording_error") or ""),
+    )
+
+
+def _wrong(path: Path, key: str, expected: str, value: Any) -> SessionFormatError:
+    shown = repr(value)
+    shown = shown if len(shown) <= 60 else f"{shown[:57]}..."
+    return SessionFormatError(f"{path}: manifest field {key!r} must be {expected}, got {shown}")
+
+
+def _object(raw: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    value = raw.get(key) or {}
+    if not isinstance(value, dict):
+        raise _wrong(path, key, "an object", value)
+    return value
+
+
+def _time(raw: dict[str, Any], key: str, path: Path) -> float:
+    value = raw[key]
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or not 0 <= value <= LATEST_TIME
+    ):
+        raise _wrong(path, key, "a Unix time in seconds (1970 to 9999)", value)
+    return float(value)
+
+
+def _pid(raw: dict[str, Any], path: Path) -> int | None:
+    value = raw.get("recorder_pid")
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value < 2**31:
+        raise _wrong(path, "recorder_pid", "a process id", value)
+    return value
+
+
+def _summary(raw: dict[str, Any], path: Path) -> dict[str, Any] | None:
+    """The summary as the recorder wrote it; its ``safety`` values must be numbers (or
+    true/false), as every reader shows them with thousands separators."""
+    summary = raw.get("summary")
+    if summary is None:
+        return None
+    if not isinstance(summary, dict):
+        raise _wrong(path, "summary", "an object", summary)
+    safety = summary.get("safety")
+    if safety is None:
+        return summary
+    if not isinstance(safety, dict):
+        raise _wrong(path, "summary.safety", "an object of counts", safety)
+    for name, count in safety.items():
+        if not isinstance(count, int | float):  # counts, and the ``confirms`` flag
+            raise _wrong(path, f"summary.safety.{name}", "a count", count)
+    return summary
 
 
 def part_files(table_dir: Path) -> list[Path]:
@@ -288,6 +347,32 @@ def part_files(table_dir: Path) -> list[Path]:
         for path in table_dir.iterdir()
         if path.suffix == ".parquet" and not path.name.startswith((".", "_"))
     )
+
+
+def read_part(part: Path, schema: pa.Schema) -> pa.Table:
+    """One part file in ``schema`` (see :func:`conform`); SessionFormatError saying why for a
+    part that does not read (truncated, garbage, a column of the wrong type)."""
+    try:
+        return conform(pq.read_table(part), schema, str(part))
+    # UnicodeDecodeError: garbled bytes in a column name that Parquet still parsed
+    except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
+        reason = " ".join(str(exc).split())
+        raise SessionFormatError(f"{part}: unreadable part, left out: {reason}") from None
+
+
+def readable_parts(table_dir: Path, schema: pa.Schema) -> tuple[list[Path], list[str]]:
+    """A table's parts that read in ``schema``, and one line for each that does not: what
+    the Spark job gives Spark, so one broken part leaves only itself out of a report."""
+    good: list[Path] = []
+    problems: list[str] = []
+    for part in part_files(table_dir):
+        try:
+            read_part(part, schema)
+        except SessionFormatError as exc:
+            problems.append(str(exc))
+        else:
+            good.append(part)
+    return good, problems
 
 
 def conform(table: pa.Table, schema: pa.Schema, where: str) -> pa.Table:

@@ -19,7 +19,6 @@ import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 
 from engine.errors import FlowdeckError
 from engine.events import EventKind, RunEvent
@@ -255,12 +254,9 @@ class Session:
         parts = []
         for part in fmt.part_files(self.path / name):
             try:
-                parts.append(fmt.conform(pq.read_table(part), schema, str(part)))
+                parts.append(fmt.read_part(part, schema))
             except fmt.SessionFormatError as exc:
                 self.problems.append(str(exc))
-            # UnicodeDecodeError: garbled bytes in a column name that Parquet still parsed
-            except (OSError, pa.ArrowException, UnicodeDecodeError) as exc:
-                self.problems.append(f"{part}: unreadable part, left out: {exc}")
         if not parts:
             return schema.empty_table()
         return pa.concat_tables(parts)

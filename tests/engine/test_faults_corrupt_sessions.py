@@ -9,13 +9,19 @@ tell the operator what is wrong.
 
 from __future__ import annotations
 
+import contextlib
+import io
+import json
+import math
 import shutil
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from engine.events import EventKind, RunEvent
@@ -121,3 +127,140 @@ def test_corrupted_sessions_read_or_fail_clearly(
         problems = read_everything(copy)
         if target.endswith(".parquet") and how in ("overwrite", "empty"):
             assert any(target.split("/")[-1] in p for p in problems), problems
+
+
+# -- manifests whose fields hold the wrong values --------------------------------------------
+
+#: Manifests that parse as JSON but hold values no reader can show, and the field named.
+BAD_MANIFESTS: dict[str, tuple[dict[str, Any], str]] = {
+    "safety-text": ({"summary": {"safety": {"lost": "many"}}}, "'summary.safety.lost'"),
+    "start-1e300": ({"start": 1e300}, "'start' must be a Unix time"),
+    "end-infinite": ({"end": math.inf}, "'end' must be a Unix time"),
+    "versions-list": ({"versions": ["3.13"]}, "'versions' must be an object"),
+    "pid-text": ({"recorder_pid": "1234"}, "'recorder_pid' must be a process id"),
+}
+
+
+def with_manifest(source: Path, target: Path, **changes: Any) -> Path:
+    shutil.copytree(source, target)
+    manifest = json.loads((target / fmt.MANIFEST).read_text(encoding="utf-8"))
+    manifest.update(changes)
+    (target / fmt.MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    return target
+
+
+def flowdeck(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "tui.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+
+
+def test_sessions_list_skips_corrupted_manifests_and_lists_the_others(
+    good_session: Path, tmp_path: Path
+) -> None:
+    for name in ("good-1", "good-2"):
+        shutil.copytree(good_session, tmp_path / name)
+    for name, (changes, _) in BAD_MANIFESTS.items():
+        with_manifest(good_session, tmp_path / name, **changes)
+
+    result = flowdeck("sessions", "list", "--sessions-dir", str(tmp_path))
+
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    warnings = result.stderr.strip().splitlines()
+    assert len(warnings) == len(BAD_MANIFESTS)
+    for name, (_, says) in BAD_MANIFESTS.items():
+        (line,) = (w for w in warnings if w.startswith(f"flowdeck: skipped session {name}: "))
+        assert says in line
+    header, *rows, footer = result.stdout.strip().splitlines()
+    assert header.startswith("ID")
+    assert len(rows) == 2 and all("completed" in row for row in rows)
+    assert footer == f"2 sessions in {tmp_path} ({len(BAD_MANIFESTS)} unreadable, skipped)"
+
+
+@pytest.mark.parametrize("name", sorted(BAD_MANIFESTS))
+def test_sessions_show_on_a_corrupted_manifest_is_one_line(
+    good_session: Path, tmp_path: Path, name: str
+) -> None:
+    changes, says = BAD_MANIFESTS[name]
+    with_manifest(good_session, tmp_path / name, **changes)
+    result = flowdeck("sessions", "show", name, "--sessions-dir", str(tmp_path))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("flowdeck: ") and says in line
+
+
+_json = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats()
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_manifest_keys = st.sampled_from(
+    [*fmt.Manifest.__dataclass_fields__, "summary.safety", "summary.safety.lost"]
+)
+
+
+@settings(
+    max_examples=150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    changes=st.dictionaries(_manifest_keys, _json, min_size=1, max_size=4),
+    whole=st.one_of(st.none(), _json),
+)
+def test_random_manifest_json_reads_or_is_refused_never_a_traceback(
+    good_session: Path, changes: dict[str, Any], whole: Any
+) -> None:
+    """Any JSON in the manifest: the session reads and shows, or is a SessionFormatError
+    (listed as skipped, shown as one line); never another exception."""
+    from tui.cli import main
+
+    with tempfile.TemporaryDirectory() as scratch:
+        copy = Path(scratch) / "session"
+        shutil.copytree(good_session, copy)
+        manifest = json.loads((copy / fmt.MANIFEST).read_text(encoding="utf-8"))
+        for key, value in changes.items():
+            if key.startswith("summary."):
+                summary = manifest["summary"] = dict(manifest.get("summary") or {})
+                if key == "summary.safety":
+                    summary["safety"] = value
+                else:
+                    safety = summary.get("safety")
+                    summary["safety"] = {
+                        **(safety if isinstance(safety, dict) else {}),
+                        "lost": value,
+                    }
+            else:
+                manifest[key] = value
+        if whole is not None and not isinstance(whole, dict):
+            manifest = whole  # not even an object
+        (copy / fmt.MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+
+        try:
+            fmt.read_manifest(copy)
+        except fmt.SessionFormatError as exc:
+            refused = str(exc)
+        else:
+            refused = ""
+        event("refused" if refused else "read")
+        (info,) = list_sessions(Path(scratch))
+        assert bool(info.problem) == bool(refused)
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            shown = main(["sessions", "show", "session", "--sessions-dir", scratch])
+            listed = main(["sessions", "list", "--sessions-dir", scratch])
+        assert (shown, listed) == ((1, 0) if refused else (0, 0)), err.getvalue()
+        if refused:
+            assert len(err.getvalue().strip().splitlines()) == 2  # show's error, list's skip

@@ -7,6 +7,7 @@ data directory (see ``engine.recording.recorder.default_sessions_root``).
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -73,8 +74,14 @@ def list_command(args: argparse.Namespace) -> int:
     if not infos:
         print(f"no sessions in {root}")
         return 0
+    # One unreadable session must not hide the others: it is left out, with one line why.
+    skipped = [info for info in infos if info.problem]
+    for info in skipped:
+        problem = " ".join(info.problem.split())
+        print(f"flowdeck: skipped session {info.session_id}: {problem}", file=sys.stderr)
+    readable = [info for info in infos if not info.problem]
     header = ("ID", "START", "NAME", "DURATION", "OUTCOME", "PHASES", "PEAK PUB/s", "PEAK CONS/s")
-    rows = [header, *(_list_row(info) for info in infos)]
+    rows = [header, *(_list_row(info) for info in readable)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     right = {3, 5, 6, 7}
     for row in rows:
@@ -83,16 +90,13 @@ def list_command(args: argparse.Namespace) -> int:
             for i, (cell, width) in enumerate(zip(row, widths, strict=True))
         ]
         print("  ".join(cells).rstrip())
-    problems = [info for info in infos if info.problem]
-    for info in problems:
-        print(f"{info.session_id}: {info.problem}")
-    print(f"{len(infos)} session{'s' if len(infos) != 1 else ''} in {root}")
+    count = len(readable)
+    unreadable = f" ({len(skipped)} unreadable, skipped)" if skipped else ""
+    print(f"{count} session{'s' if count != 1 else ''} in {root}{unreadable}")
     return 0
 
 
 def _list_row(info: SessionInfo) -> tuple[str, ...]:
-    if info.problem:
-        return (info.session_id, "-", "-", "-", "unreadable", "-", "-", "-")
     return (
         info.session_id,
         _local_time(info.start),
@@ -224,8 +228,8 @@ def _describe_spec(spec: dict[str, Any]) -> str:
         f"ack_every {spec.get('ack_every', '?')}",
         f"{spec.get('message_size', '?')} B",
     ]
-    schedule = spec.get("schedule") or []
-    if schedule:
+    schedule = spec.get("schedule")
+    if isinstance(schedule, list) and schedule:
         parts.append(f"{len(schedule)} scheduled change(s)")
     return ", ".join(parts)
 
