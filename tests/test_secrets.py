@@ -10,6 +10,7 @@ searched for the password (plain and percent-encoded).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -166,3 +167,93 @@ def test_password_appears_in_no_session_output_listing_or_report(
     report_files = assert_nowhere(password, {}, report_dir)
     assert report_files >= 1
     print(f"\nsearched {files} session files and {report_files} report files")
+
+
+@pytest.fixture(scope="module")
+def delimiter_user() -> Iterator[tuple[str, str]]:
+    """A user whose password holds every URI delimiter at once, raw."""
+    user = f"flowdeck-delims-{uuid.uuid4().hex[:8]}"
+    password = f"ab@cd/{uuid.uuid4().hex[:10]}:Qm%41%z"
+    with httpx.Client(base_url=MANAGEMENT, auth=("guest", "guest"), timeout=10) as api:
+        api.put(f"/api/users/{user}", json={"password": password, "tags": "monitoring"})
+        api.put(
+            f"/api/permissions/%2F/{user}",
+            json={"configure": "^flowdeck-delims-.*", "write": ".*", "read": ".*"},
+        ).raise_for_status()
+        try:
+            yield user, password
+        finally:
+            api.delete(f"/api/users/{user}")
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(300)
+def test_a_password_with_every_delimiter_connects_and_is_masked_everywhere(
+    delimiter_user: tuple[str, str], tmp_path: Path
+) -> None:
+    user, password = delimiter_user
+    sessions = tmp_path / "sessions"
+    encoded = quote(password, safe="")
+    run = ["run", "--duration", "2", "--rate", "20", "--workers", "0", "--drain", "1",
+           "--management-url", MANAGEMENT, "--sessions-dir", str(sessions),
+           "--cleanup"]  # fmt: skip
+    outputs: dict[str, str] = {}
+    # The raw '%41' would read as an escape: a raw URI writes '%' as %25, the rest raw.
+    raw_uri = f"amqp://{user}:{password.replace('%', '%25')}@127.0.0.1:5672/%2F"
+    result = flowdeck(*run, "--queue-pattern", "flowdeck-delims-env-%d", "--json",
+                      env={"FLOWDECK_URI": raw_uri})  # fmt: skip
+    outputs["FLOWDECK_URI run, JSON summary"] = result.stdout + result.stderr
+    assert result.returncode == 0, outputs["FLOWDECK_URI run, JSON summary"]
+    assert '"outcome": "completed"' in result.stdout
+    masked = f"amqp://{user}:***@127.0.0.1:5672/%2F"
+    assert f"broker {masked}" in result.stderr
+
+    result = flowdeck(*run, "--queue-pattern", "flowdeck-delims-uri-%d",
+                      "--uri", f"amqp://{user}:{encoded}@127.0.0.1:5672/%2F", env={})  # fmt: skip
+    outputs["--uri run"] = result.stdout + result.stderr
+    assert result.returncode == 0 and "completed" in result.stdout, outputs["--uri run"]
+
+    result = flowdeck(*run, "--queue-pattern", "flowdeck-delims-bad-%d",
+                      "--uri", f"amqp://{user}:{password.replace('%', '%25')}x@127.0.0.1:5672/%2F",
+                      env={})  # fmt: skip
+    outputs["refused login"] = result.stdout + result.stderr
+    assert result.returncode == 1, outputs["refused login"]
+    assert f"refused the login of user {user!r}" in result.stderr
+    assert "127.0.0.1:5672 vhost '/'" in result.stderr
+
+    session_ids = sorted(p.name for p in sessions.iterdir() if p.is_dir())
+    assert len(session_ids) >= 2, session_ids
+    for session_id in session_ids:
+        shown = flowdeck("sessions", "show", session_id, "--sessions-dir", str(sessions), env={})
+        outputs[f"sessions show {session_id}"] = shown.stdout + shown.stderr
+        assert shown.returncode == 0, shown.stderr
+    shows = [outputs[f"sessions show {s}"] for s in session_ids]
+    said = [re.search(rf"^broker +{re.escape(masked)}$", text, re.MULTILINE) for text in shows]
+    assert sum(1 for found in said if found) >= 2, shows
+    assert not any("private local node" in text for text in shows)
+    listed = flowdeck("sessions", "list", "--sessions-dir", str(sessions), env={})
+    outputs["sessions list"] = listed.stdout + listed.stderr
+    for text in outputs.values():  # the raw password's parts too: 'cd/...' is its middle
+        assert password.split("@")[1].split(":")[0] not in text
+    assert_nowhere(password, outputs, sessions)
+
+
+@pytest.mark.broker
+def test_management_password_from_file_and_environment(tmp_path: Path) -> None:
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    good.write_text("guest\n")
+    bad.write_text("not-the-password\n")
+    collect = ["collect", "--once", "--uri", "amqp://guest:not-this@127.0.0.1:5672/%2F",
+               "--management-url", MANAGEMENT, "--management-user", "guest"]  # fmt: skip
+    result = flowdeck(*collect, "--management-password-file", str(good), env={})
+    assert result.returncode == 0, result.stderr
+    result = flowdeck(*collect, env={"FLOWDECK_MANAGEMENT_PASSWORD": "guest"})
+    assert result.returncode == 0, result.stderr
+    for refused in (
+        flowdeck(*collect, "--management-password-file", str(bad), env={}),
+        flowdeck(*collect, env={"FLOWDECK_MANAGEMENT_PASSWORD": "not-the-password"}),
+    ):
+        assert refused.returncode == 1
+        lines = refused.stderr.strip().splitlines()
+        assert len(lines) == 1 and "401" in lines[0], refused.stderr
+        assert "not-the-password" not in refused.stderr
