@@ -68,3 +68,78 @@ def test_start_alarm_clear_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
     assert stopped.returncode == 0, stopped.stderr
     assert flowdeck(state, "status").returncode == 1
     assert "no private node" in flowdeck(state, "alarm", "memory").stdout
+
+
+def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_a_taken_port_fails_with_the_reason(tmp_path: Path, management_url: str) -> None:
+    """The shared broker listens on 5672: a node asked for that port must not start, nor
+    report the shared broker's port as its own."""
+    state = tmp_path / "broker.json"
+    started = flowdeck(state, "start", "--amqp-port", "5672")
+    assert started.returncode == 1, started.stdout
+    said = one_line_error(started)
+    assert "5672" in said and "already in use" in said, said
+    assert "uri" not in started.stdout and not state.exists()
+    assert flowdeck(state, "status").returncode == 1
+
+
+def test_a_state_file_of_the_wrong_shape_is_bad_input(tmp_path: Path) -> None:
+    state = tmp_path / "broker.json"
+    for text in ("[1, 2]", '{"nodename": 3}', "not json"):
+        state.write_text(text)
+        for action in ("status", "stop", "restart"):
+            done = flowdeck(state, action)
+            assert done.returncode == 2, (text, action, done.stdout, done.stderr)
+            said = one_line_error(done)
+            assert str(state) in said and "delete it" in said, said
+
+
+def test_stop_keep_data_then_restart_keeps_durable_messages(tmp_path: Path) -> None:
+    state = tmp_path / "broker.json"
+    started = flowdeck(state, "start")
+    assert started.returncode == 0, started.stderr
+    try:
+        url = re.search(r"management\s+(http://\S+)", started.stdout)
+        node = re.search(r"^node\s+(\S+)", started.stdout, re.MULTILINE)
+        assert url and node, started.stdout
+        api = httpx.Client(base_url=url.group(1), auth=("guest", "guest"), timeout=10)
+        assert api.put("/api/queues/%2F/kept", json={"durable": True}).status_code == 201
+        for n in range(5):
+            message = {
+                "properties": {"delivery_mode": 2},
+                "routing_key": "kept",
+                "payload": f"message {n}",
+                "payload_encoding": "string",
+            }
+            published = api.post("/api/exchanges/%2F/amq.default/publish", json=message)
+            assert published.json() == {"routed": True}
+
+        stopped = flowdeck(state, "stop", "--keep-data")
+        assert stopped.returncode == 0, stopped.stderr
+        assert "restart" in stopped.stdout
+        status = flowdeck(state, "status")
+        assert status.returncode == 1 and "stopped" in status.stdout, status.stdout
+        # `start` does not silently make a new node beside the kept one
+        again = flowdeck(state, "start")
+        assert again.returncode == 1 and "flowdeck broker restart" in one_line_error(again)
+        wrong = flowdeck(state, "restart", "someone-else")
+        assert wrong.returncode == 2, wrong.stderr
+
+        restarted = flowdeck(state, "restart", node.group(1).split("@")[0])
+        assert restarted.returncode == 0, restarted.stderr
+        assert f"node        {node.group(1)}" in restarted.stdout
+        assert f"management  {url.group(1)}" in restarted.stdout  # same ports
+        got = api.post(
+            "/api/queues/%2F/kept/get",
+            json={"count": 10, "ackmode": "ack_requeue_true", "encoding": "auto"},
+        )
+        assert [m["payload"] for m in got.json()] == [f"message {n}" for n in range(5)]
+    finally:
+        final = flowdeck(state, "stop")
+    assert final.returncode == 0, final.stderr
+    assert not state.exists() and not state.with_suffix(".data").exists()
