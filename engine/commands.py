@@ -53,9 +53,16 @@ class Stop:
 
 @dataclass(frozen=True, slots=True)
 class ChangeApplied:
+    """A change is in force in one worker. ``publishers`` and ``consumers`` are the clients
+    this worker has connected once it applied the change: fewer than its share of the asked
+    total when the broker would not take them all (out of sockets), so the controller
+    records what was really opened, not what was asked."""
+
     change_id: int
     worker: int
     at: float  # unix seconds when the change was in force in this worker
+    publishers: int | None = None
+    consumers: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

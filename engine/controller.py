@@ -37,6 +37,7 @@ from collectors import (
     management_url_for,
 )
 from collectors.broker_uri import mask_text
+from collectors.management import DEFAULT_STATISTICS_INTERVAL
 from collectors.model import BrokerSample
 from engine import topology
 from engine.accounting import data_safety
@@ -121,6 +122,8 @@ class _Pending:
     source: str
     waiting_for: set[int]
     applied: dict[int, float] = field(default_factory=dict)
+    #: Per worker, the publishers and consumers it had connected once it applied the change.
+    clients: dict[int, tuple[int | None, int | None]] = field(default_factory=dict)
 
 
 def _flowdeck_version() -> str:
@@ -148,9 +151,12 @@ class Controller:
         drain_seconds: float = 5.0,
         cleanup: bool = False,
         statistics_interval: float | None = None,
+        skip_capacity_check: bool = False,
     ) -> None:
         """``statistics_interval``: the broker's ``collect_statistics_interval`` in seconds
-        when known (a private node's); the management collector assumes 5 s otherwise."""
+        when known (a private node's); the management collector assumes 5 s otherwise.
+        ``skip_capacity_check``: start even when the broker's socket limit says the run does
+        not fit, or cannot be read for a large run (warned about instead of refused)."""
         uri = uri or spec.uri
         if not uri:
             raise FlowdeckError(
@@ -171,6 +177,7 @@ class Controller:
         self._drain_seconds = drain_seconds
         self._cleanup = cleanup
         self._statistics_interval = statistics_interval
+        self._skip_capacity_check = skip_capacity_check
 
         self.settings: Settings = settings_of(spec)
         self._requested_spec = spec  # relative changes resolve against what was asked last
@@ -184,7 +191,7 @@ class Controller:
         self.events: list[RunEvent] = []
         self.last_tick: Tick | None = None
         self.last_broker_sample: BrokerSample | None = None
-        self.session_dir: Path | None = None
+        self._session_dir: Path | None = None
         self.summary: RunSummary | None = None
 
         self._state = "new"
@@ -196,6 +203,7 @@ class Controller:
         self._aggregator = SnapshotAggregator()
         self._recorder: Any = None
         self._recording_error = ""
+        self._recording_announced = False
         self.started_at = 0.0
         self._load_ended_at = 0.0
         self._wake = asyncio.Event()
@@ -206,6 +214,7 @@ class Controller:
         self._prometheus: PrometheusCollector | None = None
         self._stale: dict[str, str] = {}
         self._http_verify: ssl.SSLContext | bool = True
+        self._management_sample: BrokerSample | None = None  # last fresh one
 
     # -- public API ------------------------------------------------------------------------
 
@@ -297,7 +306,9 @@ class Controller:
             raise FlowdeckError("changes apply only while the run is running")
         if change.setting in NUMERIC_RANGES:
             change = change.resolved(self._requested_spec.setting(change.setting))
+        connections_before = topology.connections_needed(self._requested_spec)
         self._requested_spec = self._requested_spec.with_change(change)  # SpecError if bad
+        added = topology.connections_needed(self._requested_spec) - connections_before
         change_id = self._next_change_id
         self._next_change_id += 1
         now = time.time()
@@ -309,10 +320,52 @@ class Controller:
             change_id=change_id,
             detail=self._change_detail(change, source),
         )
+        if added > 0:
+            self._warn_capacity(change_id, added)
         for worker in sorted(self._alive):
             self._hosts[worker].send(ApplyChange(change_id, change))
         self._check_applied(change_id)
         return change_id
+
+    def _warn_capacity(self, change_id: int, added: int) -> None:
+        """Warn before a change opens more connections than the broker has sockets or file
+        descriptors free, by the management API's last figures. The change still goes
+        ahead (pushing a broker past its limit can be the point of the test); the clients
+        that cannot connect time out, and only those that opened are counted."""
+        sample = self._management_sample
+        nodes = [n for n in sample.nodes if n.running] if sample is not None else []
+        free: list[tuple[int, str]] = []
+        sockets = [(n.sockets_used, n.sockets_total) for n in nodes]
+        descriptors = [(n.fd_used, n.fd_total) for n in nodes]
+        for figures, what in ((sockets, "sockets"), (descriptors, "file descriptors")):
+            known = [(u, t) for u, t in figures if u is not None and t is not None]
+            if known and len(known) == len(figures):
+                free.append((sum(max(0, t - u) for u, t in known), what))
+        detail = {"warning": "capacity", "added": added}
+        if sample is None or not free:
+            total = topology.connections_needed(self._requested_spec)
+            if total > topology.UNCHECKED_CONNECTIONS_LIMIT:
+                self._event(
+                    EventKind.INFO,
+                    f"warning: change #{change_id} takes the run to {total} connections and "
+                    "the broker's socket limit cannot be checked (no management figures); "
+                    "clients past it will time out",
+                    change_id=change_id,
+                    detail=detail,
+                )
+            return
+        room, what = min(free)
+        if added <= room:
+            return
+        age = max(0.0, time.time() - sample.figures_at)
+        self._event(
+            EventKind.INFO,
+            f"warning: change #{change_id} opens {added} more connections but the broker has "
+            f"{room} {what} free (figures {age:.0f} s old); it goes ahead: the clients past the "
+            "limit will time out and only the ones that connect are counted",
+            change_id=change_id,
+            detail={**detail, "free": room, "limit": what},
+        )
 
     def skip_step(self) -> None:
         """Apply the next schedule step now instead of at its time."""
@@ -365,25 +418,83 @@ class Controller:
             )
 
     async def _check_capacity(self) -> None:
+        """Refuse a run the broker has no sockets for, on figures fresh enough to trust.
+
+        Figures that say the run does not fit are read again for up to two statistics
+        intervals (they may still count the sockets of a run that just ended). When the
+        figures cannot be read at all, a run of more than
+        ``topology.UNCHECKED_CONNECTIONS_LIMIT`` connections is refused and a smaller one
+        goes on with a warning; ``skip_capacity_check`` turns every refusal into a warning.
+        """
         await self._check_management_matches()
         if self._management_mismatch:
-            return
-        try:
-            nodes = await topology.node_capacity(
-                self.management_url,
-                self._management_user,
-                self._management_password,
-                verify=self._http_verify,
+            self._capacity_unknown(
+                f"the management API at {self.management_url} belongs to another broker"
             )
-        except topology.CapacityUnknown as unknown:
+            return
+        interval = self._statistics_interval or DEFAULT_STATISTICS_INTERVAL
+        needed = topology.connections_needed(self.spec)
+
+        def note_wait(nodes: list[topology.Capacity]) -> None:
+            free, total = topology.free_sockets(nodes)
             self._event(
                 EventKind.INFO,
-                f"the broker's socket limit was not checked (management API at "
-                f"{self.management_url}: {unknown.reason}): the run opens "
-                f"{topology.connections_needed(self.spec)} connections unchecked",
+                f"the broker shows {free} of {total} sockets free for the run's {needed} "
+                f"connections; its figures may be up to {interval:g} s old, so they are read "
+                f"again for up to {2 * interval + 1:g} s before the run is refused",
+                detail={"sockets_free": free, "sockets_total": total, "needed": needed},
+            )
+
+        try:
+            if self._skip_capacity_check:
+                nodes = await topology.node_capacity(
+                    self.management_url,
+                    self._management_user,
+                    self._management_password,
+                    verify=self._http_verify,
+                )
+            else:
+                nodes = await topology.settled_capacity(
+                    self.spec,
+                    self.management_url,
+                    self._management_user,
+                    self._management_password,
+                    settle_seconds=2 * interval + 1,
+                    verify=self._http_verify,
+                    on_wait=note_wait,
+                )
+        except topology.CapacityUnknown as unknown:
+            self._capacity_unknown(f"management API at {self.management_url}: {unknown.reason}")
+            return
+        if self._skip_capacity_check and not topology.capacity_fits(self.spec, nodes):
+            free, total = topology.free_sockets(nodes)
+            self._event(
+                EventKind.INFO,
+                f"warning: the run opens {needed} connections but the broker has {free} of "
+                f"{total} sockets free; going on as asked (--skip-capacity-check): the "
+                "connections past the limit will hang until they time out",
+                detail={"sockets_free": free, "sockets_total": total, "needed": needed},
             )
             return
         topology.check_capacity(self.spec, nodes)
+
+    def _capacity_unknown(self, reason: str) -> None:
+        """The socket limit could not be read: refuse a large run, warn about a small one."""
+        needed = topology.connections_needed(self.spec)
+        limit = topology.UNCHECKED_CONNECTIONS_LIMIT
+        if needed > limit and not self._skip_capacity_check:
+            raise FlowdeckError(
+                f"the run opens {needed} connections and the broker's socket limit could not "
+                f"be checked ({reason}); give a management API that answers for this broker "
+                f"(--management-url, --management-user, --management-password), open at most "
+                f"{limit} connections, or go on anyway with --skip-capacity-check"
+            )
+        self._event(
+            EventKind.INFO,
+            f"warning: the broker's socket limit was not checked ({reason}): the run opens "
+            f"{needed} connections unchecked",
+            detail={"needed": needed},
+        )
 
     async def _start_recorder(self) -> None:
         if self._sessions_root is None:
@@ -393,17 +504,17 @@ class Controller:
                 importlib.import_module, "engine.recording.recorder"
             )
         except ImportError:
-            self._recording_error = "this build of flowdeck cannot record sessions yet"
+            self._recording_trouble("recording is off: this build of flowdeck cannot record")
             return
         versions = {"flowdeck": _flowdeck_version(), "python": platform.python_version()}
         try:
             self._recorder = recorder_module.Recorder(
                 self._sessions_root, self.spec, versions=versions
             )
-            self.session_dir = Path(self._recorder.session_dir)
+            self._session_dir = Path(self._recorder.session_dir)
         except Exception as exc:  # a recording that cannot start never stops the run
-            self._recording_error = f"recording could not start: {exc}"
             self._recorder = None
+            self._recording_trouble(f"recording is off: it could not start: {exc}")
 
     async def _start_workers(self) -> None:
         if self._workers == 0:
@@ -533,6 +644,7 @@ class Controller:
                 pending = self._pending.get(message.change_id)
                 if pending is not None:
                     pending.applied[message.worker] = message.at
+                    pending.clients[message.worker] = (message.publishers, message.consumers)
                     self._check_applied(message.change_id)
             elif isinstance(message, WorkerEvent):
                 self._publish_event(message.event)
@@ -567,6 +679,8 @@ class Controller:
             self._stale[source] = sample.stale_reason
         if sample.stale:
             return
+        if source == "management":
+            self._management_sample = sample
         for alarm, active in (("memory", sample.memory_alarm), ("disk", sample.disk_alarm)):
             if active != self._alarms.get((source, alarm), False):
                 self._alarms[(source, alarm)] = active
@@ -598,7 +712,7 @@ class Controller:
             return
         del self._pending[change_id]
         applied_at = max(pending.applied.values(), default=time.time())
-        change = pending.change
+        change, shortfall = self._opened(pending)
         self.settings = apply_to_settings(self.settings, change)
         detail = self._change_detail(change, pending.source)
         detail.update(
@@ -607,10 +721,12 @@ class Controller:
             delay_s=round(applied_at - pending.requested_at, 6),
             workers=len(pending.applied),
         )
+        if shortfall:
+            detail.update(asked=pending.change.value, opened=change.value)
         self._event(
             EventKind.CHANGE_APPLIED,
             f"change #{change_id} in effect in every worker after "
-            f"{applied_at - pending.requested_at:.3f} s: {change.describe()}",
+            f"{applied_at - pending.requested_at:.3f} s: {change.describe()}{shortfall}",
             at=applied_at,
             change_id=change_id,
             detail=detail,
@@ -625,6 +741,28 @@ class Controller:
             at=applied_at,
             change_id=change_id,
             detail={"index": self._phase_index, "label": self._phase},
+        )
+
+    def _opened(self, pending: _Pending) -> tuple[Change, str]:
+        """The change as it took effect, and what fell short of what was asked ('' if
+        nothing): a publishers/consumers change counts the clients the workers opened."""
+        change = pending.change
+        if change.setting not in (Setting.PUBLISHERS, Setting.CONSUMERS) or change.value is None:
+            return change, ""
+        role = 0 if change.setting is Setting.PUBLISHERS else 1
+        counts = [clients[role] for clients in pending.clients.values()]
+        if not counts or any(count is None for count in counts):
+            return change, ""
+        opened = sum(count for count in counts if count is not None)
+        asked = int(change.value)
+        if opened >= asked:
+            return change, ""
+        # Later relative changes (publishers=+10) count from what is open, not from the ask.
+        if not any(p.change.setting is change.setting for p in self._pending.values()):
+            self._requested_spec = self._requested_spec.with_change(replace(change, value=opened))
+        return replace(change, value=opened), (
+            f" ({asked} asked, {opened} connected: the broker took no more connections; "
+            "see the error above)"
         )
 
     def _fire(self, step: ScheduleStep, *, early: bool = False) -> None:
@@ -663,6 +801,7 @@ class Controller:
     def _tick(self, now: float, final: Counters | None = None) -> Tick:
         """Aggregate and publish one Tick; ``final`` gives the closing totals from the
         workers' reports (later than their last snapshot)."""
+        self._check_recorder()
         agg = self._aggregator.tick(now)
         for error in agg.errors:
             if error not in self._errors:
@@ -778,6 +917,8 @@ class Controller:
         self._close_recorder(outcome, summary.to_json(), ended, reason)
         if self._recording_error and not summary.recording_error:
             summary = replace(summary, recording_error=self._recording_error)
+        if summary.session_dir and self.session_dir is None:
+            summary = replace(summary, session_dir=None)  # removed under the run
         self.summary = summary
         self._state = "ended"
         self._emit(summary)
@@ -785,18 +926,45 @@ class Controller:
 
     # -- recorder and listeners --------------------------------------------------------------
 
+    @property
+    def session_dir(self) -> Path | None:
+        """Where the run is recorded: None until the session exists on disk, and again if
+        it is removed, so nothing ever shows the path of a session that is not there."""
+        if self._session_dir is None or not self._session_dir.is_dir():
+            return None
+        return self._session_dir
+
     def _recorder_call(self, method: str, *args: Any) -> None:
         if self._recorder is None:
             return
         try:
             getattr(self._recorder, method)(*args)
         except Exception as exc:  # recording trouble never stops the run
-            self._recording_error = f"recording stopped: {exc}"
             self._recorder = None
+            self._recording_trouble(f"recording stopped: {exc}")
             return
-        error = getattr(self._recorder, "error", None)
+        self._check_recorder()
+
+    def _check_recorder(self) -> None:
+        """Say at once when the recorder has stopped (its writer thread sets ``error``)."""
+        error = getattr(self._recorder, "error", None) if self._recorder is not None else None
         if error:
-            self._recording_error = str(error)
+            self._recording_trouble(str(error))
+
+    def _recording_trouble(self, message: str) -> None:
+        """Recording is off or stopped: remember why for the summary and say it now, once,
+        as a RECORDING_STOPPED event (the headless line and the cockpit's banner)."""
+        self._recording_error = message
+        if self._recording_announced:
+            return
+        self._recording_announced = True
+        session = self.session_dir
+        going_on = "; the run goes on unrecorded" if self._state in ("starting", "running") else ""
+        self._event(
+            EventKind.RECORDING_STOPPED,
+            f"{message}{going_on}",
+            detail={"error": message, "session_dir": str(session) if session else None},
+        )
 
     def _close_recorder(
         self, outcome: str, summary: Mapping[str, Any], at: float, reason: str

@@ -23,6 +23,9 @@ class EventKind(StrEnum):
     OUTAGE_ENDED = "outage_ended"
     SOURCE_STALE = "source_stale"  # a broker-side source stopped answering well
     SOURCE_RECOVERED = "source_recovered"
+    #: Recording is off or stopped (unwritable, full or vanished sessions directory); the run
+    #: goes on, and what was written before stays readable.
+    RECORDING_STOPPED = "recording_stopped"
     ERROR = "error"
     INFO = "info"
 

@@ -12,7 +12,7 @@ import asyncio
 import logging
 import ssl
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -195,21 +195,74 @@ def connections_needed(spec: RunSpec) -> int:
     return spec.publishers + spec.consumers
 
 
+#: Connections a run may open when the broker's socket limit cannot be read (management API
+#: wrong, unauthorised or unreachable). RabbitMQ takes about 90% of its file descriptor
+#: limit less 100 for sockets: 832 with the common default of 1024 descriptors, so up to
+#: 800 a run fits such a broker with room for other clients; a larger one is refused unless
+#: the operator says to go on (``--skip-capacity-check``).
+UNCHECKED_CONNECTIONS_LIMIT = 800
+
+
+def free_sockets(nodes: Iterable[Capacity]) -> tuple[int, int]:
+    """Free and total sockets over ``nodes``."""
+    nodes = list(nodes)
+    free = sum(max(0, n.sockets_total - n.sockets_used) for n in nodes)
+    return free, sum(n.sockets_total for n in nodes)
+
+
+def capacity_fits(spec: RunSpec, nodes: Iterable[Capacity]) -> bool:
+    """Whether the broker has a socket for every connection of the spec (no figures: yes)."""
+    nodes = list(nodes)
+    return not nodes or connections_needed(spec) <= free_sockets(nodes)[0]
+
+
 def check_capacity(spec: RunSpec, nodes: Iterable[Capacity]) -> None:
     """Refuse a spec that needs more connections than the broker has sockets for."""
     nodes = list(nodes)
-    if not nodes:
+    if capacity_fits(spec, nodes):
         return
-    free = sum(max(0, n.sockets_total - n.sockets_used) for n in nodes)
+    free, total = free_sockets(nodes)
     needed = connections_needed(spec)
-    if needed > free:
-        total = sum(n.sockets_total for n in nodes)
-        raise FlowdeckError(
-            f"the run needs {needed} connections ({spec.publishers} publishers + "
-            f"{spec.consumers} consumers) but the broker has {free} of {total} sockets free; "
-            "lower publishers/consumers (e.g. --scale 0.1) or raise the broker's file "
-            "descriptor limit"
-        )
+    raise FlowdeckError(
+        f"the run needs {needed} connections ({spec.publishers} publishers + "
+        f"{spec.consumers} consumers) but the broker has {free} of {total} sockets free; "
+        "lower publishers/consumers (e.g. --scale 0.1) or raise the broker's file "
+        "descriptor limit"
+    )
+
+
+async def settled_capacity(
+    spec: RunSpec,
+    management_url: str,
+    username: str,
+    password: str,
+    *,
+    settle_seconds: float,
+    verify: ssl.SSLContext | bool = True,
+    on_wait: Callable[[list[Capacity]], None] | None = None,
+) -> list[Capacity]:
+    """The nodes' socket figures, read again while they say the spec does not fit.
+
+    The management API refreshes a node's figures every ``collect_statistics_interval``, so
+    right after a socket-heavy run it still counts the sockets that run has closed. A
+    refusal is only worth giving on figures that have had time to catch up: while the spec
+    does not fit, the figures are read again every half second for up to ``settle_seconds``
+    (``on_wait`` is told once, with the first figures, that this is happening). The last
+    figures are returned, fitting or not. Raises :class:`CapacityUnknown` like
+    :func:`node_capacity`.
+    """
+    nodes = await node_capacity(management_url, username, password, verify=verify)
+    if capacity_fits(spec, nodes):
+        return nodes
+    if on_wait is not None:
+        on_wait(nodes)
+    deadline = time.monotonic() + settle_seconds
+    while time.monotonic() < deadline:
+        await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+        nodes = await node_capacity(management_url, username, password, verify=verify)
+        if capacity_fits(spec, nodes):
+            return nodes
+    return nodes
 
 
 def _exchange_type(spec: RunSpec) -> ExchangeType:

@@ -124,6 +124,7 @@ class _Worker:
         self._last_snapshot = time.time()
         self._last_counts: dict[int, int] = {}
         self._read_hold = 0.0
+        self._open_failures: dict[str, BaseException] = {}  # role -> first failure to open
 
     # -- the run ------------------------------------------------------------------------
 
@@ -193,10 +194,8 @@ class _Worker:
                 for publisher in self.publishers:
                     publisher.set_rate(float(value))
             elif setting is Setting.PUBLISHERS and value is not None:
-                self.settings = replace(self.settings, publishers=int(value))
                 await self._resize_publishers(self._share(int(value)))
             elif setting is Setting.CONSUMERS and value is not None:
-                self.settings = replace(self.settings, consumers=int(value))
                 await self._resize_consumers(self._share(int(value)))
             elif setting is Setting.PAUSE:
                 self.settings = replace(self.settings, paused=True)
@@ -209,7 +208,24 @@ class _Worker:
             # Setting.MARK: nothing changes in the clients.
         except (BrokerUnavailable, AmqpClosed) as exc:
             self._error(f"worker {self.index} could not fully apply {change.describe()}: {exc}")
-        self.emit(ChangeApplied(command.change_id, self.index, time.time()))
+        if value is not None and setting in (Setting.PUBLISHERS, Setting.CONSUMERS):
+            # Set once applied, from the clients that opened: the asked total less this
+            # worker's shortfall, so what is recorded is what is connected.
+            if setting is Setting.PUBLISHERS:
+                in_force = int(value) - (self._share(int(value)) - len(self.publishers))
+                self.settings = replace(self.settings, publishers=in_force)
+            else:
+                in_force = int(value) - (self._share(int(value)) - len(self.consumers))
+                self.settings = replace(self.settings, consumers=in_force)
+        self.emit(
+            ChangeApplied(
+                command.change_id,
+                self.index,
+                time.time(),
+                publishers=len(self.publishers),
+                consumers=len(self.consumers),
+            )
+        )
 
     def _share(self, total: int) -> int:
         return local_share(total, self.index, self.assignment.workers)
@@ -242,11 +258,12 @@ class _Worker:
             self.retired_publishers.append(publisher)
         first = len(self.publishers)
         ids = [global_id(i, self.index, workers) for i in range(first, target)]
-        added = await self._bounded_gather([self._new_publisher(pid) for pid in ids])
+        added = await self._open_clients([self._new_publisher(pid) for pid in ids], "publishers")
         self.publishers.extend(added)
         if self.publishing_started:
             for publisher in added:
                 publisher.start()
+        self._raise_shortfall(added, ids, "publishers")
 
     async def _new_publisher(self, publisher_id: int) -> Publisher:
         spec = self.spec
@@ -303,7 +320,9 @@ class _Worker:
             self.retired_consumers.append(consumer)
         first = len(self.consumers)
         ids = [global_id(i, self.index, workers) for i in range(first, target)]
-        self.consumers.extend(await self._bounded_gather([self._new_consumer(c) for c in ids]))
+        added = await self._open_clients([self._new_consumer(c) for c in ids], "consumers")
+        self.consumers.extend(added)
+        self._raise_shortfall(added, ids, "consumers")
 
     async def _new_consumer(self, consumer_id: int) -> Consumer:
         spec = self.spec
@@ -338,7 +357,14 @@ class _Worker:
         self._attach(consumer, connection)
         return consumer
 
-    async def _bounded_gather(self, jobs: list[Any]) -> list[Any]:
+    async def _open_clients(self, jobs: list[Any], role: str) -> list[Any]:
+        """Open clients, at most CONNECT_CONCURRENCY at once; the ones that opened.
+
+        Before the run publishes, all must open or none stays (the first failure is
+        raised). Once it runs, a change that adds clients keeps the ones that opened (the
+        broker may take only some: out of sockets) and ``_raise_shortfall`` raises after,
+        so the counts reported are those of the clients really connected.
+        """
         gate = asyncio.Semaphore(CONNECT_CONCURRENCY)
 
         async def one(job: Any) -> Any:
@@ -349,10 +375,21 @@ class _Worker:
         failures = [r for r in results if isinstance(r, BaseException)]
         done = [r for r in results if not isinstance(r, BaseException)]
         if failures:
-            for client in done:
-                await self._close_client(client)
-            raise failures[0]
+            if not self.publishing_started or not isinstance(
+                failures[0], BrokerUnavailable | AmqpClosed
+            ):
+                for client in done:
+                    await self._close_client(client)
+                raise failures[0]
+            self._open_failures[role] = failures[0]
         return done
+
+    def _raise_shortfall(self, added: list[Any], ids: list[int], role: str) -> None:
+        failure = self._open_failures.pop(role, None)
+        if failure is not None:
+            raise BrokerUnavailable(
+                f"opened {len(added)} of {len(ids)} new {role}, the broker took no more: {failure}"
+            )
 
     async def _close_client(self, client: Publisher | Consumer) -> None:
         task = self._recovering.pop(client, None)

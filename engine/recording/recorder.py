@@ -13,6 +13,7 @@ raises into the caller.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -35,7 +36,7 @@ import pyarrow.parquet as pq
 
 from collectors.broker_uri import mask_text, mask_value
 from collectors.model import BrokerSample
-from engine.events import RunEvent
+from engine.events import EventKind, RunEvent
 from engine.latency import LATENCY_KEYS, BucketDecoder, LatencyKey
 from engine.recording import format as fmt
 from engine.snapshot import ClientSnapshot, Counters
@@ -273,8 +274,9 @@ class Recorder:
                 self.session_dir / fmt.EVENTS, "a", encoding="utf-8"
             )
         except OSError as exc:
+            # Name the sessions directory the operator chose, not the session that is not there.
             self._fail(
-                f"recording is off: cannot create the session in {self.session_dir}: "
+                f"recording is off: cannot create the session under {self.session_dir.parent}: "
                 f"{_describe_os_error(exc)}; choose a writable directory with --sessions-dir "
                 f"or {SESSIONS_DIR_ENV}"
             )
@@ -400,8 +402,19 @@ class Recorder:
         self._flush_if_due()
 
     def event(self, event: RunEvent) -> None:
-        """Append the event to ``events.jsonl`` now (URI passwords masked)."""
-        if self.error or self.closed:
+        """Append the event to ``events.jsonl`` now (URI passwords masked).
+
+        After a disk error only the event saying recording stopped is still tried (once the
+        parts fail, the event log may still take a line); it never raises.
+        """
+        if self.closed:
+            return
+        if self.error:
+            if event.kind is EventKind.RECORDING_STOPPED and self._events_file is not None:
+                with contextlib.suppress(OSError, TypeError, ValueError):
+                    line = json.dumps(mask_value(event.to_json()), separators=(",", ":"))
+                    self._events_file.write(line + "\n")
+                    self._events_file.flush()
             return
         if self._events_file is None:
             self._early_events.append(event)  # before start(): written when it starts
@@ -477,10 +490,7 @@ class Recorder:
                 stop_reason=mask_text(stop_reason),
             )
         except OSError as exc:
-            self._fail(
-                f"recording stopped: cannot write the final manifest in {self.session_dir}: "
-                f"{_describe_os_error(exc)}"
-            )
+            self._fail(self._write_failure(self.session_dir / fmt.MANIFEST, exc))
 
     # -- inside ----------------------------------------------------------------------------
 
@@ -544,12 +554,21 @@ class Recorder:
                     if self._events_file is not None and not self._events_file.closed:
                         os.fsync(self._events_file.fileno())
                 except Exception as exc:
-                    self._fail(
-                        f"recording stopped: cannot write {path}: {_describe_os_error(exc)}; "
-                        f"the parts written before are kept in {self.session_dir}"
-                    )
+                    self._fail(self._write_failure(path, exc))
             finally:
                 self._jobs.task_done()
+
+    def _write_failure(self, path: Path, exc: BaseException) -> str:
+        """Why a part could not be written; names the session directory only if it exists."""
+        if not self.session_dir.is_dir():
+            return (
+                f"recording stopped: session {self.session_id} was removed from disk while the "
+                f"run went on ({_describe_os_error(exc)}); nothing of it is kept"
+            )
+        return (
+            f"recording stopped: cannot write {path}: {_describe_os_error(exc)}; "
+            f"the parts written before are kept in {self.session_dir}"
+        )
 
     def _write_manifest(
         self,

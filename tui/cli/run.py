@@ -27,6 +27,7 @@ from engine.events import EventKind, RunEvent
 from engine.latency import LatencyKind, SendBasis
 from engine.progress import Percentiles, RunSummary, Tick
 from engine.tls import INSECURE_WARNING, TlsOptions, tls_options, with_tls_options
+from engine.topology import UNCHECKED_CONNECTIONS_LIMIT
 from tui.cli.common import (
     add_broker_arguments,
     add_spec_arguments,
@@ -55,6 +56,13 @@ def register(subparsers: Any) -> None:
     add_perftest_option(parser)  # --perftest "PerfTest options" (tui/cli/import_perftest.py)
     add_broker_arguments(parser)
     add_secret_arguments(parser)
+    parser.add_argument(
+        "--skip-capacity-check",
+        action="store_true",
+        help="start even when the broker's socket limit says the run does not fit, or "
+        f"cannot be read for a run of more than {UNCHECKED_CONNECTIONS_LIMIT} connections "
+        "(warned about instead)",
+    )
     out = parser.add_argument_group("output and recording")
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
     out.add_argument("--sessions-dir", metavar="DIR", help="where sessions are recorded")
@@ -162,6 +170,7 @@ def run_command(args: argparse.Namespace) -> int:
             drain_seconds=drain,
             cleanup=args.cleanup,
             statistics_interval=broker.statistics_interval,
+            skip_capacity_check=args.skip_capacity_check,
         )
         endpoint = None
         if args.metrics_port is not None:
@@ -283,7 +292,8 @@ class ProgressPrinter:
         elif isinstance(update, RunEvent) and update.kind not in _QUIET_EVENTS:
             started = self._controller.started_at or update.at  # events before the start: 0 s
             elapsed = max(0.0, update.at - started)
-            self._out.write(f"[{elapsed:7.1f} s] {update.message}\n")
+            warning = "warning: " if update.kind is EventKind.RECORDING_STOPPED else ""
+            self._out.write(f"[{elapsed:7.1f} s] {warning}{update.message}\n")
         else:
             return
         self._out.flush()
@@ -337,7 +347,7 @@ def print_summary(summary: RunSummary, out: TextIO) -> None:
                 f"{kind.value + ' from ' + basis.value + ' send':<28}{p.count:>10,}"
                 + "".join(f"{_ms(p, a):>9}" for a in ("p50", "p75", "p95", "p99", "max"))
             )
-    if summary.session_dir:
+    if summary.session_dir and Path(summary.session_dir).is_dir():
         lines.append(f"session: {summary.session_dir}")
     if summary.recording_error:
         lines.append(f"recording: {summary.recording_error}")
