@@ -38,6 +38,8 @@ class Report:
     tables: tuple[Table, ...]
     figures: tuple[SessionFigures, ...]
     seconds: float
+    #: One line per session or part file left out because it does not read.
+    skipped: tuple[str, ...] = ()
 
 
 def _group(rows: Sequence[Row]) -> dict[str, list[Row]]:
@@ -57,7 +59,7 @@ def build_report(
 ) -> Report:
     """Read the sessions, compute every figure with Spark and write the report."""
     began = time.monotonic()
-    opened = open_sessions(spark, sessions)
+    opened, skipped = open_sessions(spark, sessions)
     measured: Measurements = measure(spark, opened)
     all_figures = build_figures(opened, measured, max_p99_ms)
 
@@ -137,4 +139,5 @@ def build_report(
         tables=tuple(tables),
         figures=tuple(all_figures),
         seconds=time.monotonic() - began,
+        skipped=tuple(skipped),
     )

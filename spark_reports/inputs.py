@@ -21,6 +21,10 @@ class InputError(Exception):
     """A session or output argument the job cannot use; the message says which and why."""
 
 
+class UnreadableSession(InputError):
+    """A session whose manifest does not read: skipped when other sessions remain."""
+
+
 def is_local(uri: str) -> bool:
     scheme = urlparse(uri).scheme
     return scheme in ("", "file") or (len(scheme) == 1 and uri[1:3] == ":\\")
@@ -39,7 +43,8 @@ def normalise(uri: str) -> str:
 
 def check_session(given: str) -> None:
     """A local session must be a directory with a readable manifest of a format version
-    this flowdeck reads; a Hadoop URI is left to the job."""
+    this flowdeck reads; a Hadoop URI is left to the job. InputError for a path that is no
+    session (a typo), UnreadableSession for a session whose manifest does not read."""
     if not is_local(given):
         return
     path = local_path(given).expanduser()
@@ -53,7 +58,7 @@ def check_session(given: str) -> None:
     try:
         read_manifest(path)  # readable, and a format version this flowdeck reads
     except SessionFormatError as exc:
-        raise InputError(f"session {given!r}: {exc}") from None
+        raise UnreadableSession(f"session {given!r}: {exc}") from None
 
 
 def check_out_dir(out: Path) -> None:
@@ -78,11 +83,26 @@ def check_out_dir(out: Path) -> None:
         ) from None
 
 
-def check_inputs(sessions: Sequence[str], out: Path) -> None:
+def check_inputs(sessions: Sequence[str], out: Path) -> tuple[list[str], list[str]]:
     """Every check that needs no Spark: the sessions first, then the output directory (so a
-    bad session does not leave a new empty directory behind)."""
+    bad session does not leave a new empty directory behind).
+
+    Returns the sessions to report on and one line for each skipped: a session whose
+    manifest does not read is left out, so one broken session does not stop a report on
+    the others; with none left, the first one's problem is the InputError.
+    """
     if not sessions:
         raise InputError("no session given; give at least one session directory or URI")
+    usable: list[str] = []
+    skipped: list[UnreadableSession] = []
     for given in sessions:
-        check_session(given)
+        try:
+            check_session(given)
+        except UnreadableSession as exc:
+            skipped.append(exc)
+        else:
+            usable.append(given)
+    if not usable:
+        raise skipped[0]
     check_out_dir(out)
+    return usable, [f"skipped {exc}" for exc in skipped]

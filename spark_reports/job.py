@@ -77,10 +77,12 @@ def run(args: argparse.Namespace) -> int:
     from spark_reports.inputs import InputError, check_inputs
 
     try:
-        check_inputs(args.sessions, args.out)
+        sessions, skipped = check_inputs(args.sessions, args.out)
     except InputError as exc:
         print(f"flowdeck report: {exc}", file=sys.stderr)
         return 2
+    for line in skipped:
+        print(f"flowdeck report: {line}", file=sys.stderr)
 
     from pyspark.sql import SparkSession
 
@@ -93,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
     spark = spark_session(args.master)
     try:
         report = build_report(
-            spark, args.sessions, args.out, title=args.title, max_p99_ms=args.max_p99_ms
+            spark, sessions, args.out, title=args.title, max_p99_ms=args.max_p99_ms
         )
     except SessionFormatError as exc:
         print(f"flowdeck report: {exc}", file=sys.stderr)
@@ -101,6 +103,8 @@ def run(args: argparse.Namespace) -> int:
     finally:
         if not already_running:
             spark.stop()
+    for line in report.skipped:
+        print(f"flowdeck report: {line}", file=sys.stderr)
     print(f"report: {report.html_path} ({len(report.tables)} tables, "
           f"{report.seconds:.1f} s)")  # fmt: skip
     for figures in report.figures:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from engine.recording.format import (
     Manifest,
     SessionFormatError,
     read_manifest,
+    readable_parts,
 )
 from spark_reports.inputs import is_local, local_path, normalise
 from spark_reports.phases import Phase, split_phases
@@ -36,7 +37,9 @@ from spark_reports.phases import Phase, split_phases
 class Session:
     """One session to report on: where it is, its manifest, events and phases.
 
-    ``key`` is unique among the sessions of one report and safe in file names.
+    ``key`` is unique among the sessions of one report and safe in file names. ``parts``
+    holds, for a local session, each table's part files that read (:func:`open_sessions`
+    says which it left out); a remote session's tables are read whole.
     """
 
     uri: str
@@ -44,6 +47,7 @@ class Session:
     manifest: Manifest
     events: tuple[dict[str, Any], ...]
     phases: tuple[Phase, ...]
+    parts: Mapping[str, tuple[str, ...]] | None = None
 
     @property
     def title(self) -> str:
@@ -106,14 +110,40 @@ def _slug(text: str) -> str:
     return "-".join(part for part in cleaned.split("-") if part)[:60] or "session"
 
 
-def open_sessions(spark: SparkSession, uris: Sequence[str]) -> list[Session]:
-    """Read the manifests and events of the given sessions and split them into phases."""
+def _local_parts(uri: str) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+    """Each table's part files that read, and one line per part that does not: Spark fails
+    the whole job on one unreadable file, so a broken part must not reach it."""
+    parts: dict[str, tuple[str, ...]] = {}
+    problems: list[str] = []
+    for table, schema in TABLES.items():
+        good, bad = readable_parts(local_path(uri) / table, schema)
+        parts[table] = tuple(str(path) for path in good)
+        problems += bad
+    return parts, problems
+
+
+def open_sessions(spark: SparkSession, uris: Sequence[str]) -> tuple[list[Session], list[str]]:
+    """Read the manifests and events of the given sessions and split them into phases.
+
+    Returns the sessions and one line for each session or part left out: a session whose
+    manifest does not read is skipped, so one broken session does not stop the report on
+    the others (SessionFormatError when none reads).
+    """
     sessions: list[Session] = []
+    skipped: list[str] = []
     used: set[str] = set()
     for raw in uris:
         uri = normalise(raw)
-        manifest = load_manifest(spark, uri)
+        try:
+            manifest = load_manifest(spark, uri)
+        except SessionFormatError as exc:
+            skipped.append(f"skipped session {raw!r}: {exc}")
+            continue
         events = load_events(spark, uri)
+        parts: dict[str, tuple[str, ...]] | None = None
+        if is_local(uri):
+            parts, problems = _local_parts(uri)
+            skipped += problems
         end = manifest.end
         if manifest.outcome == OUTCOME_RUNNING:
             end = None  # unfinished: its end is where its data ends
@@ -131,9 +161,12 @@ def open_sessions(spark: SparkSession, uris: Sequence[str]) -> list[Session]:
                 manifest=manifest,
                 events=tuple(events),
                 phases=tuple(phases),
+                parts=parts,
             )
         )
-    return sessions
+    if not sessions:
+        raise SessionFormatError("no session could be read: " + "; ".join(skipped))
+    return sessions, skipped
 
 
 _SPARK_TYPES: dict[str, T.DataType] = {
@@ -160,27 +193,21 @@ def spark_schema(table: str) -> T.StructType:
     return T.StructType(fields)
 
 
-def _has_parts(spark: SparkSession, uri: str) -> bool:
-    if is_local(uri):
-        path = local_path(uri)
-        return path.is_dir() and any(
-            p.suffix == ".parquet" and not p.name.startswith((".", "_")) for p in path.iterdir()
-        )
-    return True
-
-
 def read_table(spark: SparkSession, sessions: Sequence[Session], table: str) -> DataFrame:
     """One of the format's tables for all sessions, with a ``session`` key column."""
     schema = spark_schema(table)
     frames: list[DataFrame] = []
     for session in sessions:
         uri = f"{session.uri}/{table}"
-        if not _has_parts(spark, uri):
-            continue
-        try:
-            frame = spark.read.schema(schema).parquet(uri)
-        except AnalysisException:
-            continue  # no such directory on a remote file system: the table is empty
+        if session.parts is not None:
+            if not session.parts[table]:
+                continue
+            frame = spark.read.schema(schema).parquet(*session.parts[table])
+        else:
+            try:
+                frame = spark.read.schema(schema).parquet(uri)
+            except AnalysisException:
+                continue  # no such directory on a remote file system: the table is empty
         frames.append(frame.withColumn("session", F.lit(session.key)))
     if not frames:
         empty = T.StructType([*schema.fields, T.StructField("session", T.StringType())])

@@ -368,6 +368,47 @@ def test_cli_names_a_path_that_is_not_a_session(
     assert "not a session (no manifest.json" in capsys.readouterr().err
 
 
+def test_report_skips_a_garbage_part_and_an_unreadable_session(
+    spark: Any,
+    single: Report,
+    sessions: dict[str, SyntheticSession],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """One broken file or session leaves only itself out, with one line saying so."""
+    import json
+    import shutil
+
+    from engine.recording.format import MANIFEST
+    from tui.cli import main
+
+    broken = tmp_path / "quorum-with-garbage"
+    shutil.copytree(sessions["quorum"].path, broken)
+    garbage = broken / "client" / "part-00099.parquet"
+    garbage.write_bytes(b"not parquet at all " * 20)
+    far = tmp_path / "far-future"
+    shutil.copytree(sessions["classic"].path, far)
+    manifest = json.loads((far / MANIFEST).read_text(encoding="utf-8"))
+    manifest["start"] = 1e300
+    (far / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+
+    out = tmp_path / "r"
+    assert main(["report", str(broken), str(far), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "Py4J" not in err
+    warnings = [line for line in err.splitlines() if line.startswith("flowdeck report: ")]
+    assert len(warnings) == 2, err
+    (part_line,) = (line for line in warnings if garbage.name in line)
+    assert f"flowdeck report: {garbage}: unreadable part, left out: " in part_line
+    (session_line,) = (line for line in warnings if "far-future" in line)
+    assert f"skipped session '{far}'" in session_line
+    assert "'start' must be a Unix time in seconds" in session_line
+    # The rest is reported as if the broken file were not there.
+    name = "quorum-sweep-throughput.csv"
+    assert read_csv(out / name) == read_csv(single.out_dir / name)
+    assert not list(out.glob("classic-sweep-*"))
+
+
 def test_phase_target_is_over_the_seconds_not_paused(spark: Any) -> None:
     from spark_reports.measure import phase_client_stats
 
