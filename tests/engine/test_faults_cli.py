@@ -195,3 +195,102 @@ def test_second_ctrl_c_quits_at_once_and_leaves_a_readable_session(
     session = open_session(info.path)
     # What was written before the kill reads back: at least the first seconds.
     assert session.client_per_second().num_rows >= 1
+
+
+# -- bad input: one line on stderr, exit 2, before any load ----------------------------------
+
+SHARED = "amqp://guest:guest@127.0.0.1:5672/%2F"
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--queue-pattern", "q" * 300], "is 300 bytes of UTF-8, over RabbitMQ's limit of 255"),
+        (["--queue-pattern", "q" * 252 + "%d", "--queues", "1000"], "is 256 bytes of UTF-8"),
+        (["--exchange", "amq.foo"], "names starting with 'amq.' are reserved by RabbitMQ"),
+        (["--exchange", "amq.topic"], "amq.topic is a topic exchange"),
+        (["--queue-pattern", "-x"], "argument --queue-pattern: expected one argument"),
+        (["--uri", "-x"], "argument --uri: expected one argument"),
+        (["--rate", "-5"], "rate must be 0..10000000 msg/s, got -5"),
+        (["--uri", SHARED + "?verify=maybe"], "verify must be verify_peer or verify_none"),
+    ],
+    ids=[
+        "300-character queue name",
+        "queue name too long at the last queue number",
+        "reserved exchange name",
+        "predeclared exchange of another type",
+        "pattern starting with a dash",
+        "uri starting with a dash",
+        "negative rate",
+        "unknown verify parameter",
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
+    result = flowdeck(*RUN, "--uri", SHARED, *args)
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = one_line_error(result)
+    assert says in line
+    if "expected one argument" in says:
+        assert line.startswith("flowdeck run: ") and line.endswith("; see flowdeck run --help")
+        assert "is given as --" in line  # how to pass a value starting with '-'
+
+
+def test_a_spec_file_that_is_not_utf8_is_one_line(tmp_path: Path) -> None:
+    spec = tmp_path / "latin1.toml"
+    spec.write_bytes(b'name = "caf\xe9"\n')
+    result = flowdeck(*RUN, "--spec", str(spec))
+    assert result.returncode == 2
+    assert f"spec file {spec} is not UTF-8 text" in one_line_error(result)
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(
+    ("ca_file", "says"),
+    [
+        ("missing.pem", "does not exist; check --ca-file"),
+        ("junk.pem", "holds no usable certificate"),
+    ],
+    ids=["missing CA file", "CA file that is not PEM"],
+)
+def test_bad_ca_files_are_one_line_and_exit_2(tmp_path: Path, ca_file: str, says: str) -> None:
+    (tmp_path / "junk.pem").write_text("not a certificate\n")
+    uri = "amqps://guest:guest@127.0.0.1:5671/%2F"
+    result = flowdeck(*RUN, "--uri", uri, "--ca-file", str(tmp_path / ca_file))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert says in one_line_error(result)
+
+
+@pytest.mark.parametrize(
+    ("args", "prog"),
+    [
+        (["sessions", "list", "--sessions-dir"], "flowdeck sessions list"),
+        (["sessions", "show"], "flowdeck sessions show"),
+        (["sessions", "frobnicate"], "flowdeck sessions"),
+        (["report", "some-session"], "flowdeck report"),
+        (["presets", "--bogus"], "flowdeck presets"),
+        (["broker", "bogus"], "flowdeck broker"),
+        (["nosuch"], "flowdeck"),
+        (["--uri", "-x"], "flowdeck cockpit"),
+    ],
+)
+def test_every_subcommand_argument_error_is_one_line(args: list[str], prog: str) -> None:
+    result = flowdeck(*args, timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = one_line_error(result)
+    assert line.startswith(f"{prog}: ") and line.endswith(f"; see {prog} --help")
+    assert result.stdout == ""
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(120)
+def test_a_predeclared_exchange_is_used_not_declared(unique_name: str) -> None:
+    result = flowdeck(
+        *RUN, "--uri", SHARED, "--duration", "2",
+        "--queue-pattern", f"{unique_name}-%d", "--cleanup",
+        "--exchange", "amq.topic", "--exchange-type", "topic",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    published = next(line for line in result.stdout.splitlines() if line.startswith("published"))
+    assert int(published.split()[1]) > 0
