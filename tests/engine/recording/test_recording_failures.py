@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -181,3 +184,191 @@ def test_full_disk_stops_recording_cleanly(tiny_tmpfs: Path) -> None:
     # The space set aside at start let the final manifest say how the run ended.
     assert session.outcome == fmt.OUTCOME_COMPLETED
     assert "No space left on device" in session.manifest.recording_error
+
+
+# -- recording trouble is said when it happens, by the run (controller, CLI, cockpit) ------
+
+ROOT = HERE.parents[2]
+SHARED_MANAGEMENT = "http://127.0.0.1:15672"
+TICK_LINE = re.compile(r"^\[\s*\d+/\d+ s\]")
+
+
+def run_args(unique_name: str, sessions: Path, duration: int) -> list[str]:
+    return [
+        sys.executable, "-m", "tui.cli", "run",
+        "--uri", "amqp://guest:guest@127.0.0.1:5672/%2F",
+        "--management-url", SHARED_MANAGEMENT,
+        "--publishers", "1", "--consumers", "1", "--rate", "20",
+        "--duration", str(duration), "--workers", "0", "--drain", "1",
+        "--queue-pattern", f"{unique_name}-%d", "--cleanup",
+        "--sessions-dir", str(sessions),
+    ]  # fmt: skip
+
+
+def missing_paths_named(text: str, root: Path) -> list[str]:
+    """Paths under ``root`` that ``text`` names and that do not exist."""
+    named = re.findall(re.escape(str(root)) + r"[^\s:;,()'\"]*", text)
+    return [path for path in named if not Path(path.rstrip(".")).exists()]
+
+
+@pytest.fixture
+def read_only_dir(tmp_path: Path) -> Iterator[Path]:
+    """A read-only tmpfs: root writes through a chmod, not through a read-only mount."""
+    mount_point = tmp_path / "read-only"
+    mount_point.mkdir()
+    if os.geteuid() != 0:
+        pytest.skip("mounting a tmpfs needs root")
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "flowdeck-test", str(mount_point)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", str(mount_point)], check=False)
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(120)
+def test_cli_with_a_read_only_sessions_dir_says_so_before_the_load_and_names_no_session(
+    read_only_dir: Path, unique_name: str
+) -> None:
+    result = subprocess.run(
+        run_args(unique_name, read_only_dir, duration=3),
+        capture_output=True,
+        text=True,
+        timeout=100,
+        cwd=ROOT,
+        env={**os.environ, "FLOWDECK_URI": "", "FLOWDECK_PASSWORD": ""},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stdout.splitlines()
+    trouble = next(i for i, line in enumerate(lines) if "recording is off" in line)
+    first_tick = next(i for i, line in enumerate(lines) if TICK_LINE.match(line))
+    ended = next(
+        i for i, line in enumerate(lines) if line.startswith("run ") and "completed" in line
+    )
+    assert trouble < first_tick < ended  # said at the start, not only in the summary
+    assert "warning:" in lines[trouble] and "Read-only file system" in lines[trouble]
+    assert str(read_only_dir) in lines[trouble] and "--sessions-dir" in lines[trouble]
+    assert not any(line.startswith(("session:", "recording to")) for line in lines)
+    assert missing_paths_named(result.stdout + result.stderr, read_only_dir) == []
+    assert os.listdir(read_only_dir) == []
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(120)
+def test_cli_says_at_once_when_the_session_is_removed_mid_run(
+    tmp_path: Path, unique_name: str
+) -> None:
+    sessions = tmp_path / "sessions"
+    child = subprocess.Popen(
+        run_args(unique_name, sessions, duration=10),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "FLOWDECK_URI": "", "FLOWDECK_PASSWORD": ""},
+    )
+    assert child.stdout is not None
+    lines: list[tuple[float, str]] = []
+    removed_at: float | None = None
+    session: Path | None = None
+    try:
+        for line in child.stdout:
+            lines.append((time.monotonic(), line.rstrip("\n")))
+            if line.startswith("recording to "):
+                session = Path(line.removeprefix("recording to ").strip())
+            if removed_at is None and session is not None and TICK_LINE.match(line):
+                # A second into the load the session has parts queued: take it away.
+                shutil.rmtree(session)
+                removed_at = time.monotonic()
+        child.wait(timeout=60)
+    finally:
+        child.kill()
+        child.wait()
+    assert child.returncode == 0, [text for _, text in lines]
+    assert session is not None and removed_at is not None
+    texts = [text for _, text in lines]
+    trouble = next(i for i, text in enumerate(texts) if "recording stopped" in text)
+    drain = next(i for i, text in enumerate(texts) if "publishing stopped" in text)
+    assert trouble < drain, texts  # during the load, not at the end
+    assert "warning:" in texts[trouble] and "removed from disk" in texts[trouble]
+    # Parts are flushed every 2 s and the controller looks every second: well within 8 s.
+    assert lines[trouble][0] - removed_at < 8, texts
+    after = "\n".join(texts[trouble:])
+    assert str(session) not in after and missing_paths_named(after, sessions) == []
+    assert not any(text.startswith("session:") for text in texts)
+    assert not session.exists()  # nothing re-created it
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(120)
+async def test_the_run_records_the_trouble_as_an_event_when_it_happens(
+    tmp_path: Path, unique_name: str
+) -> None:
+    from engine.controller import Controller
+    from engine.spec import RunSpec
+
+    spec = RunSpec(
+        name="vanishing",
+        queue_pattern=f"{unique_name}-%d",
+        publishers=1,
+        consumers=1,
+        rate=20,
+        duration=8,
+        workers=0,
+    )
+    controller = Controller(
+        spec,
+        uri="amqp://guest:guest@127.0.0.1:5672/%2F",
+        management_url=SHARED_MANAGEMENT,
+        sessions_root=tmp_path,
+        drain_seconds=1,
+        cleanup=True,
+    )
+    events: list[RunEvent] = []
+    controller.add_listener(lambda u: events.append(u) if isinstance(u, RunEvent) else None)
+    await controller.start()
+    session = controller.session_dir
+    assert session is not None and session.is_dir()
+    await asyncio.sleep(1.5)
+    removed_at = time.time()
+    shutil.rmtree(session)
+    summary = await controller.wait()
+
+    stopped = [e for e in events if e.kind is EventKind.RECORDING_STOPPED]
+    assert len(stopped) == 1, [e.message for e in events]
+    drain = next(e for e in events if e.kind is EventKind.DRAIN)
+    assert removed_at <= stopped[0].at < drain.at
+    assert "removed from disk" in stopped[0].message and str(session) not in stopped[0].message
+    assert stopped[0].detail["session_dir"] is None
+    assert summary.session_dir is None and controller.session_dir is None
+    assert "removed from disk" in summary.recording_error
+    assert summary.outcome == "completed" and summary.safety.published > 0
+
+
+async def test_the_cockpit_banner_shows_recording_trouble() -> None:
+    from tests.tui.fakes import T0, FakeControl
+    from tui.app import FlowdeckApp
+    from tui.widgets.alarm_banner import AlarmBanner
+
+    fake = FakeControl()
+    app = FlowdeckApp(control=fake)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        fake.emit_tick(2)
+        await pilot.pause()
+        banner = app.screen.query_one(AlarmBanner)
+        assert not banner.display
+        message = "recording stopped: cannot write part-00002.parquet: No space left on device"
+        fake.emit(RunEvent(T0 + 2, EventKind.RECORDING_STOPPED, message))
+        fake.emit_tick(1)
+        await pilot.pause()
+        assert banner.display
+        shown = str(banner.render())
+        assert "NOT RECORDING" in shown and "No space left on device" in shown
