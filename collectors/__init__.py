@@ -13,6 +13,7 @@ from collectors.management import (
 from collectors.model import BrokerSample, NodeSample, QueueSample
 from collectors.prometheus import PrometheusCollector
 from collectors.prometheus_server import PrometheusServer, prometheus_target_for
+from collectors.provisioner import Provisioner, RegisteredNode, registered_nodes
 from collectors.watch import BrokerSource, BrokerWatch
 
 __all__ = [
@@ -24,10 +25,13 @@ __all__ = [
     "NodeSample",
     "PrometheusCollector",
     "PrometheusServer",
+    "Provisioner",
     "QueueSample",
+    "RegisteredNode",
     "SourceError",
     "TlsFiles",
     "credentials_from_uri",
     "management_url_for",
     "prometheus_target_for",
+    "registered_nodes",
 ]

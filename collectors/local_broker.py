@@ -34,7 +34,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -48,6 +47,7 @@ import httpx
 import psutil
 
 from collectors.errors import SourceError
+from collectors.node_guard import OwnerGuard
 
 #: Where Debian puts the real scripts; ``/usr/sbin/rabbitmq-server`` is a wrapper that
 #: switches to the ``rabbitmq`` user and its files, which a private node must not use.
@@ -56,9 +56,6 @@ _INSTALL_HINT = "run scripts/setup or apt-get install rabbitmq-server"
 #: The CLI tools (rabbitmqctl) take a distribution port this far above the node's.
 _CLI_DIST_OFFSET = 10000
 _CLI_DIST_RANGE = 10
-
-#: The guard script started beside every node (see the module docstring).
-_GUARD_SCRIPT = Path(__file__).with_name("node_guard.py")
 
 _node_numbers = itertools.count(1)
 _live: set[LocalBroker] = set()
@@ -184,8 +181,7 @@ class LocalBroker:
         self._process: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
         self._cookie = secrets.token_hex(20)
-        self._guard: subprocess.Popen[bytes] | None = None
-        self._guard_fd: int | None = None
+        self._guard: OwnerGuard | None = None
 
     # -- where it is ---------------------------------------------------------------------
 
@@ -386,7 +382,6 @@ class LocalBroker:
         broker._pid = None if pid is None else int(pid)
         broker._cookie = str(state["cookie"])
         broker._guard = None
-        broker._guard_fd = None
         return broker
 
     def __enter__(self) -> LocalBroker:
@@ -473,46 +468,14 @@ class LocalBroker:
 
     def _start_guard(self) -> None:
         """Start the guard that stops this node if this process dies (module docstring)."""
-        if self._process is None:
-            return
-        read_fd, write_fd = os.pipe()  # not inheritable: no other child holds the owner's end
-        try:
-            self._guard = subprocess.Popen(
-                [
-                    sys.executable,
-                    str(_GUARD_SCRIPT),
-                    str(read_fd),
-                    str(self._process.pid),  # the node's session and process group
-                    str(self.base_dir),
-                    "1" if self._owns_base_dir else "0",
-                ],
-                pass_fds=(read_fd,),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd="/",
-                start_new_session=True,
-            )
-        except BaseException:
-            os.close(write_fd)
-            raise
-        finally:
-            os.close(read_fd)
-        self._guard_fd = write_fd
+        if self._process is not None:
+            # the start script's pid is the node's session and process group
+            self._guard = OwnerGuard(self._process.pid, self.base_dir, self._owns_base_dir)
 
     def _stand_guard_down(self) -> None:
-        fd, self._guard_fd = self._guard_fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.write(fd, b"x")
-            os.close(fd)
         guard, self._guard = self._guard, None
         if guard is not None:
-            try:
-                guard.wait(5.0)
-            except subprocess.TimeoutExpired:
-                guard.kill()
-                guard.wait()
+            guard.stand_down()
 
     def _environment(self) -> dict[str, str]:
         keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "TERM")

@@ -1,13 +1,16 @@
-"""The guard that takes a private RabbitMQ node down with the process that owns it.
+"""The guard that takes a private server down with the process that owns it.
 
-``LocalBroker.start()`` runs this file as a script (``python node_guard.py FD PGID DIR
-REMOVE``), in a session of its own, beside every node it starts. The owner keeps the write
-end of a pipe whose read end ``FD`` is the guard's, and nobody else holds it:
+A private RabbitMQ node (``LocalBroker``) and a private Prometheus server
+(``PrometheusServer``) each run in a session of their own so Ctrl-C reaches flowdeck first;
+an ``atexit`` hook alone would orphan them when flowdeck is killed (SIGKILL, OOM). So
+``OwnerGuard`` runs this file as a script (``python node_guard.py FD PGID DIR REMOVE``), in a
+session of its own, beside every server started. The owner keeps the write end of a pipe
+whose read end ``FD`` is the guard's, and nobody else holds it:
 
 * the owner stops or detaches the node: it writes one byte first, and the guard leaves;
 * the owner dies, however (SIGKILL included): the kernel closes its end, the guard reads
-  EOF and stops the node's process group ``PGID`` (the start script and the Erlang VM),
-  then removes the node's data directory ``DIR`` when ``REMOVE`` is 1 (a node in a
+  EOF and stops the server's process group ``PGID`` (for a node: the start script and the
+  Erlang VM), then removes its data directory ``DIR`` when ``REMOVE`` is 1 (a node in a
   temporary directory nobody will restart);
 * the node exits by itself: the guard leaves too.
 
@@ -24,8 +27,10 @@ import os
 import select
 import shutil
 import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 #: How often the guard checks that its node still runs (seconds).
 _POLL = 1.0
@@ -91,6 +96,54 @@ def guard(owner_fd: int, pgid: int, base_dir: str, remove: bool) -> int:
             return 0
     take_down(pgid, base_dir, remove)
     return 0
+
+
+class OwnerGuard:
+    """The owner's side of a guard: the write end of the pipe, and the guard process.
+
+    ``OwnerGuard(pgid, base_dir, remove)`` starts the guard of the process group ``pgid``
+    (the pid of a child started with ``start_new_session=True``); ``stand_down()`` before
+    stopping or handing over the server on purpose.
+    """
+
+    def __init__(self, pgid: int, base_dir: Path | str, remove: bool) -> None:
+        read_fd, write_fd = os.pipe()  # not inheritable: no other child holds the owner's end
+        argv = [sys.executable, str(Path(__file__)), str(read_fd), str(pgid), str(base_dir)]
+        try:
+            self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
+                [*argv, "1" if remove else "0"],
+                pass_fds=(read_fd,),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                cwd="/",
+                start_new_session=True,
+            )
+        except BaseException:
+            os.close(write_fd)
+            raise
+        finally:
+            os.close(read_fd)
+        self._fd: int | None = write_fd
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def stand_down(self) -> None:
+        """Tell the guard its server is stopped or handed over on purpose; wait for it."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(fd, b"x")
+            os.close(fd)
+        guard, self._process = self._process, None
+        if guard is not None:
+            try:
+                guard.wait(5.0)
+            except subprocess.TimeoutExpired:
+                guard.kill()
+                guard.wait()
 
 
 def main(argv: list[str]) -> int:

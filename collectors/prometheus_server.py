@@ -11,6 +11,11 @@ same targets: ``<job>`` on ``/metrics`` and ``<job>-queues`` on ``/metrics/detai
 only for the queue families (``rabbitmq_detailed_queue_*``), whose names never collide with
 the aggregated ones, so nothing is counted twice.
 
+A server never outlives the process that started it: beside it runs the same guard as
+beside a private node (``collectors/node_guard.py``), which stops it and removes its
+throwaway directory when its owner dies, SIGKILL included; the ``atexit`` hook only stops it
+in order on a normal exit.
+
 Targets are kept in a ``file_sd`` file, so they can be set after the server started
 (``set_targets``), as soon as the port of what is to be scraped is known.
 """
@@ -35,6 +40,7 @@ import httpx
 from collectors.broker_uri import parse_broker_uri
 from collectors.errors import SourceError
 from collectors.local_broker import free_port
+from collectors.node_guard import OwnerGuard
 
 _INSTALL_HINT = "apt-get install prometheus (scripts/setup does it)"
 #: The rabbitmq_prometheus families that carry per-queue figures on ``/metrics/detailed``.
@@ -109,6 +115,7 @@ class PrometheusServer:
         #: Seconds the last start took until ``/-/ready`` answered.
         self.started_in: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._guard: OwnerGuard | None = None
 
     # -- where it is ---------------------------------------------------------------------
 
@@ -170,6 +177,8 @@ class PrometheusServer:
         with _live_lock:
             _live.add(self)
         try:
+            # its own session: the server's pid is its process group
+            self._guard = OwnerGuard(self._process.pid, self.base_dir, self._owns_base_dir)
             self._wait_ready(began + (self.start_timeout if timeout is None else timeout))
         except BaseException:
             self.stop()
@@ -180,6 +189,9 @@ class PrometheusServer:
     def stop(self, timeout: float = 15.0, *, cleanup: bool | None = None) -> None:
         """Stop the server (SIGTERM, SIGKILL after ``timeout``); remove its directory when
         flowdeck made it (or as ``cleanup`` says)."""
+        guard, self._guard = self._guard, None
+        if guard is not None:
+            guard.stand_down()
         process = self._process
         if process is not None and process.poll() is None:
             process.send_signal(signal.SIGTERM)

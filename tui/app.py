@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import gc
 from multiprocessing import resource_tracker
 from pathlib import Path
@@ -62,6 +63,10 @@ class FlowdeckApp(App[None]):
         self.requested_theme = theme
         self.open_sessions = open_sessions
         self.launch = launch
+        from collectors import Provisioner
+
+        #: Owns the private node every launch of this session shares; stopped on quit.
+        self.provisioner = Provisioner(name="flowdeck-cockpit")
 
     def on_mount(self) -> None:
         for theme in THEMES:
@@ -82,3 +87,8 @@ class FlowdeckApp(App[None]):
             self.push_screen(SessionsScreen())
         elif self.launch:
             self.call_after_refresh(launch_screen.action_launch)
+
+    async def on_unmount(self) -> None:
+        # The screens (and the run they steer) are closed by now; stopping a node takes
+        # seconds, off the event loop.
+        await asyncio.to_thread(self.provisioner.close)

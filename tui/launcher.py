@@ -3,27 +3,50 @@
 from __future__ import annotations
 
 import atexit
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from collectors import LocalBroker
+from collectors import LocalBroker, Provisioner
 from engine.spec import RunSpec
 
 
 @dataclass
 class PreparedRun:
-    """The controller of a run, and the private node it runs on (None: the spec's broker)."""
+    """The controller of a run, and the private node it runs on (None: the spec's broker).
+    The node belongs to the provisioner that started it, not to the run."""
 
     control: object  # engine.controller.Controller; typed loosely to keep imports lazy
     broker: LocalBroker | None
 
 
+_fallback: Provisioner | None = None
+_fallback_lock = threading.Lock()
+
+
+def _process_provisioner() -> Provisioner:
+    """The provisioner of callers that bring none (scripts, tests): one per process."""
+    global _fallback
+    with _fallback_lock:
+        if _fallback is None:
+            _fallback = Provisioner(name="flowdeck-cockpit")
+            atexit.register(_fallback.close)
+        return _fallback
+
+
 def prepare_run(
-    spec: RunSpec, sessions_root: Path | None = None, management_password: str | None = None
+    spec: RunSpec,
+    sessions_root: Path | None = None,
+    management_password: str | None = None,
+    *,
+    provisioner: Provisioner | None = None,
 ) -> PreparedRun:
-    """Build the controller; start a private RabbitMQ node first when the spec has no uri.
-    The run is recorded under ``sessions_root`` (default: ``$FLOWDECK_SESSIONS_DIR`` or the
-    user's data directory).
+    """Build the controller; with no uri in the spec the run goes to ``provisioner``'s
+    private node, started first when it runs none (the cockpit's app owns the provisioner,
+    so every launch of one session shares one node, stopped on quit; without one, this
+    process's provisioner, stopped at exit). The run is recorded
+    under ``sessions_root`` (default: ``$FLOWDECK_SESSIONS_DIR`` or the user's data
+    directory).
 
     The password may come from ``FLOWDECK_PASSWORD``, the management API's from
     ``management_password`` or ``FLOWDECK_MANAGEMENT_PASSWORD`` (see engine.credentials).
@@ -34,35 +57,21 @@ def prepare_run(
     from engine.credentials import management_password as resolve_management_password
     from engine.credentials import resolve_uri
     from engine.recording.recorder import default_sessions_root
+    from tui.cli.common import resolve_broker
 
     # Every run is recorded: where the operator said, else where `flowdeck run` records.
     sessions_root = sessions_root or default_sessions_root()
-    broker = None
-    uri = spec.uri
-    management_url = spec.management_url or None
-    statistics_interval = None
-    if not uri:
-        broker = LocalBroker(name="flowdeck-cockpit").start()
-        atexit.register(broker.stop)
-        uri = broker.uri
-        management_url = broker.management_url
-        statistics_interval = broker.stats_interval_ms / 1000
-    elif not management_url:
-        from tui.cli.broker import started_node_for
-
-        node = started_node_for(uri)
-        if node is not None:  # `flowdeck broker start`'s node: its own management URL
-            management_url = node.management_url
-            statistics_interval = node.stats_interval_ms / 1000
-    if broker is None:
-        uri = resolve_uri(uri)  # the connect form, with FLOWDECK_PASSWORD's password if set
+    provisioner = provisioner or _process_provisioner()
+    broker = resolve_broker(spec, provisioner, environ={})
+    # the connect form, with FLOWDECK_PASSWORD's password if set; a private node's is guest's
+    uri = broker.uri if broker.private else resolve_uri(broker.uri)
     control = Controller(
         spec,
         uri=uri,
-        management_url=management_url,
+        management_url=broker.management_url,
         management_password=resolve_management_password(management_password),
-        prometheus_url=spec.prometheus_url or None,
+        prometheus_url=broker.prometheus_url,
         sessions_root=sessions_root,
-        statistics_interval=statistics_interval,
+        statistics_interval=broker.statistics_interval,
     )
-    return PreparedRun(control, broker)
+    return PreparedRun(control, provisioner.running_node if broker.private else None)

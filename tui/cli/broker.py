@@ -51,7 +51,11 @@ def register(subparsers: Any) -> None:
     start.add_argument("--management-port", type=int, help="management port (default: free)")
     start.add_argument("--prometheus-port", type=int, help="prometheus port (default: free)")
     start.set_defaults(handler=_start)
-    status = actions.add_parser("status", help="say whether the node runs, and where")
+    status = actions.add_parser(
+        "status",
+        help="say whether the node runs, and where, and list the private nodes other "
+        "flowdeck processes (cockpit, run) started, with their owner",
+    )
     status.set_defaults(handler=_status)
     stop = actions.add_parser("stop", help="stop the node and remove its data")
     stop.add_argument(
@@ -183,20 +187,39 @@ def _start(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    """The node ``start`` left running, then every node another flowdeck process (a
+    cockpit, a ``flowdeck run``) started and still owns; exit 0 when one of them runs."""
     del args
+    from collectors import registered_nodes
+
     node = _attached()
+    owned = registered_nodes()
+    code = 0
+    said = node is not None and (node.running or _data_kept(node))
     if node is not None and _data_kept(node):
         print(
             f"{node.nodename} is stopped; its data is kept in {node.base_dir} "
             "(bring it back: flowdeck broker restart)"
         )
-        return 1
-    if node is None or not node.running:
+        code = 1
+    elif node is not None and node.running:
+        print("running")
+        _print_node(node)
+    elif not owned:
         print("no private node is running (start one: flowdeck broker start)")
         return 1
-    print("running")
-    _print_node(node)
-    return 0
+    for entry in owned:
+        if said:
+            print()
+        said = True
+        command = entry.owner_command or "?"
+        print(f"running, owned by pid {entry.owner_pid}: {command}")
+        print(f"node        {entry.nodename}")
+        print(f"uri         {entry.uri}")
+        print(f"management  {entry.management_url}  (guest/guest)")
+        print(f"prometheus  {entry.prometheus_url}/metrics")
+        print(f"data        {entry.base_dir}")
+    return code
 
 
 def _stop(args: argparse.Namespace) -> int:

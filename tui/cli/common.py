@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collectors.broker_uri import redact
 from engine.change import format_number, parse_change
@@ -30,6 +30,9 @@ from engine.spec import (
     load_spec_file,
     spec_from_mapping,
 )
+
+if TYPE_CHECKING:
+    from collectors.provisioner import Provisioner
 
 #: Scale of the default preset when ``flowdeck run`` gets no spec at all: fits 2 cores.
 DEFAULT_SCALE = 0.05
@@ -280,13 +283,17 @@ class Broker:
         return replace(spec, uri=self.uri)
 
 
-@contextmanager
-def broker_for(
-    spec: RunSpec, environ: Mapping[str, str] | None = None, announce: Any = None
-) -> Iterator[Broker]:
-    """The broker a run uses: the spec's uri (``--uri``), else ``FLOWDECK_URI``, else a
-    private RabbitMQ node flowdeck starts now and stops when the block ends. A uri of the
-    node ``flowdeck broker start`` left running gets that node's management URL.
+def resolve_broker(
+    spec: RunSpec,
+    provisioner: Provisioner,
+    environ: Mapping[str, str] | None = None,
+    announce: Any = None,
+) -> Broker:
+    """The broker a run uses: the spec's uri (``--uri``), else ``FLOWDECK_URI``, else the
+    private RabbitMQ node of ``provisioner`` (started now when it runs none; the
+    provisioner's owner stops it). A uri of the node ``flowdeck broker start`` left running
+    gets that node's management URL. The cockpit passes ``environ={}``: its runs go where
+    its launch screen says, never to a broker only the environment names.
     """
     env = os.environ if environ is None else environ
     uri = spec.uri or env.get(URI_ENV, "")
@@ -295,48 +302,54 @@ def broker_for(
         from collectors import prometheus_target_for
         from tui.cli.broker import started_node_for
 
-        node = None if spec.management_url else started_node_for(uri)
-        if node is not None:  # `flowdeck broker start`'s node: its own management URL
-            yield Broker(
+        started = None if spec.management_url else started_node_for(uri)
+        if started is not None:  # `flowdeck broker start`'s node: its own management URL
+            return Broker(
                 uri,
-                node.management_url,
+                started.management_url,
                 spec.prometheus_url or None,
                 False,
-                f"127.0.0.1:{node.prometheus_port}",
-                node.stats_interval_ms / 1000,
+                f"127.0.0.1:{started.prometheus_port}",
+                started.stats_interval_ms / 1000,
             )
-            return
-        yield Broker(
+        return Broker(
             uri,
             spec.management_url or None,
             spec.prometheus_url or None,
             False,
             prometheus_target_for(uri),
         )
-        return
-    from collectors import LocalBroker, SourceError
+    from collectors import SourceError
 
-    node = LocalBroker(name="flowdeck-run")
-    if announce is not None:
+    fresh = provisioner.running_node is None
+    if fresh and announce is not None:
         announce("no --uri or FLOWDECK_URI: starting a private RabbitMQ node ...")
     try:
-        node.start()
+        node = provisioner.node()
     except SourceError as exc:
-        node.stop()
         raise FlowdeckError(f"cannot start a private RabbitMQ node: {exc}") from None
-    try:
-        if announce is not None:
-            announce(f"private node up in {node.started_in or 0:.1f} s at {redact(node.uri)}")
-        yield Broker(
-            node.uri,
-            node.management_url,
-            spec.prometheus_url or None,
-            True,
-            f"127.0.0.1:{node.prometheus_port}",
-            node.stats_interval_ms / 1000,
-        )
-    finally:
-        node.stop()
+    if fresh and announce is not None:
+        announce(f"private node up in {node.started_in or 0:.1f} s at {redact(node.uri)}")
+    return Broker(
+        node.uri,
+        node.management_url,
+        spec.prometheus_url or None,
+        True,
+        f"127.0.0.1:{node.prometheus_port}",
+        node.stats_interval_ms / 1000,
+    )
+
+
+@contextmanager
+def broker_for(
+    spec: RunSpec, environ: Mapping[str, str] | None = None, announce: Any = None
+) -> Iterator[Broker]:
+    """``resolve_broker`` for one run: a private node it starts is stopped when the block
+    ends (and is registered meanwhile, so ``flowdeck broker status`` elsewhere sees it)."""
+    from collectors import Provisioner
+
+    with Provisioner(name="flowdeck-run") as provisioner:
+        yield resolve_broker(spec, provisioner, environ, announce)
 
 
 @contextmanager
@@ -352,21 +365,16 @@ def prometheus_for(broker: Broker, start: bool, announce: Any = None) -> Iterato
             "prometheus_url",
             "give either --prometheus-url or --start-prometheus, not both",
         )
-    from collectors import PrometheusServer, SourceError
+    from collectors import Provisioner, SourceError
 
-    server = PrometheusServer([broker.prometheus_target])
-    try:
-        server.start()
-        server.wait_scraped(timeout=20)
-    except SourceError as exc:
-        server.stop()
-        raise FlowdeckError(f"cannot start a Prometheus server for the run: {exc}") from None
-    try:
+    with Provisioner(name="flowdeck-run") as provisioner:
+        try:
+            server = provisioner.prometheus([broker.prometheus_target])
+        except SourceError as exc:
+            raise FlowdeckError(f"cannot start a Prometheus server for the run: {exc}") from None
         if announce is not None:
             announce(
                 f"Prometheus up at {server.url}, scraping {broker.prometheus_target} every "
                 f"{server.scrape_interval:g} s"
             )
         yield server.url
-    finally:
-        server.stop()

@@ -378,7 +378,11 @@ class LaunchScreen(Screen[None]):
         from tui.launcher import prepare_run
 
         try:
-            prepared = prepare_run(spec, getattr(self.app, "sessions_root", None))
+            prepared = prepare_run(
+                spec,
+                getattr(self.app, "sessions_root", None),
+                provisioner=getattr(self.app, "provisioner", None),
+            )
         except FlowdeckError as exc:
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=20)
             return
