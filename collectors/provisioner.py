@@ -204,6 +204,8 @@ class Provisioner:
     def _register(self, node: LocalBroker) -> Path | None:
         """Write the node's registry entry; a registry that cannot be written only costs
         ``broker status`` its view of this node, never the run."""
+        if node.pid is None:
+            return None
         me = psutil.Process()
         try:
             command = " ".join(me.cmdline())

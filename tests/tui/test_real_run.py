@@ -93,6 +93,9 @@ class SharedBrokerAsPrivateNode:
     shared broker, said to collect statistics every second as flowdeck's own nodes do."""
 
     stats_interval_ms = 1000
+    running = True
+    pid = None  # not a process flowdeck started: the provisioner registers nothing
+    prometheus_port = 15692
 
     def __init__(self, name: str) -> None:
         from tests.conftest import SHARED_MANAGEMENT_URL, SHARED_URI
@@ -111,12 +114,14 @@ async def test_private_node_statistics_interval_is_shown(
     unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The dashboard says the interval the node really collects at, not the 5 s default."""
+    import collectors.provisioner
     import tui.launcher
     from tui.widgets.gauges import BrokerGauges
 
-    monkeypatch.setattr(tui.launcher, "LocalBroker", SharedBrokerAsPrivateNode)
+    monkeypatch.setattr(collectors.provisioner, "LocalBroker", SharedBrokerAsPrivateNode)
     spec = replace(small_spec("", unique_name), workers=0)
-    prepared = tui.launcher.prepare_run(spec, tmp_path)
+    provisioner = collectors.provisioner.Provisioner()
+    prepared = tui.launcher.prepare_run(spec, tmp_path, provisioner=provisioner)
     app = FlowdeckApp(control=prepared.control)  # type: ignore[arg-type]
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.screen
