@@ -233,7 +233,8 @@ def test_random_manifest_json_reads_or_is_refused_never_a_traceback(
         manifest = json.loads((copy / fmt.MANIFEST).read_text(encoding="utf-8"))
         for key, value in changes.items():
             if key.startswith("summary."):
-                summary = manifest["summary"] = dict(manifest.get("summary") or {})
+                summary = manifest.get("summary")
+                summary = manifest["summary"] = dict(summary) if isinstance(summary, dict) else {}
                 if key == "summary.safety":
                     summary["safety"] = value
                 else:
