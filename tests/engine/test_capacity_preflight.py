@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pytest
 
 from collectors.local_broker import LocalBroker
+from collectors.model import BrokerSample
 from engine import topology
 from engine.change import parse_change
 from engine.controller import Controller
@@ -233,15 +234,16 @@ async def test_a_change_past_the_socket_limit_warns_first_and_records_what_opene
     )
     events = events_of(controller)
     ticks: list[Tick] = []
+    samples: list[BrokerSample] = []
     controller.add_listener(lambda u: ticks.append(u) if isinstance(u, Tick) else None)
+    controller.add_listener(lambda u: samples.append(u) if isinstance(u, BrokerSample) else None)
     await controller.start()
     try:
-        # Wait until the management figures count the run's 40 sockets (bounded).
+        # Wait until the figures the run watches count its 40 sockets (bounded).
         deadline = time.monotonic() + 4 * STATS_SECONDS
         while time.monotonic() < deadline:
-            sample = controller._management_sample
-            used = [n.sockets_used for n in sample.nodes] if sample else []
-            if used and sum(u or 0 for u in used) >= 40:
+            fresh = [s for s in samples if s.source == "management" and not s.stale]
+            if fresh and sum(n.sockets_used or 0 for n in fresh[-1].nodes) >= 40:
                 break
             await asyncio.sleep(0.5)
         else:
