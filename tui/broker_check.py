@@ -95,7 +95,8 @@ async def check_sources(uri: str, management_url: str, prometheus_url: str) -> l
             CheckLine(
                 "broker",
                 True,
-                f"no uri: flowdeck starts a private RabbitMQ node ({server}) and stops it after",
+                f"no uri: flowdeck starts a private RabbitMQ node ({server}) on the first "
+                "launch, reuses it for the next and stops it when you quit",
             )
         ]
     # SSL contexts read a CA bundle (~75 ms each): built in threads, not on the app's loop.

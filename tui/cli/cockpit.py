@@ -76,5 +76,8 @@ def open_cockpit(args: argparse.Namespace) -> int:
         open_sessions=args.sessions,
         launch=args.launch,
     )
-    app.run()
+    try:
+        app.run()
+    finally:
+        app.provisioner.close()  # already done on a normal quit; not after a crash
     return 0

@@ -3,7 +3,8 @@
 ``--once`` prints one BrokerSample as a table (or ``--json``); without it, one line per
 poll until Ctrl-C. The broker is ``--management-url`` / ``--prometheus-url``, else the one
 ``--uri`` (or ``FLOWDECK_URI``) points at, else the private node ``flowdeck broker start``
-left running, else the local default on port 15672. Credentials come from the uri, or
+left running (or, when there is none, the newest node a cockpit or ``flowdeck run``
+started and still runs), else the local default on port 15672. Credentials come from the uri, or
 ``--management-user`` and ``FLOWDECK_MANAGEMENT_PASSWORD``; they are never printed.
 """
 
@@ -72,6 +73,11 @@ def _broker(args: argparse.Namespace) -> tuple[str, str | None, float | None]:
         node = _attached()
         if node is not None and node.running:
             return node.uri, node.management_url, node.stats_interval_ms / 1000
+        from collectors import registered_nodes
+
+        owned = registered_nodes()  # a cockpit's or a running `flowdeck run`'s node
+        if owned:
+            return owned[-1].uri, owned[-1].management_url, 1.0  # the provisioner's nodes
     return DEFAULT_URI, args.management_url, args.statistics_interval
 
 
