@@ -10,51 +10,11 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from enum import StrEnum
 
 from engine.errors import SpecError
+from engine.settings import ALIASES, BY_SETTING, Setting
 
-
-class Setting(StrEnum):
-    """What a change acts on. The values are the words operators type."""
-
-    INFLIGHT = "inflight"
-    PREFETCH = "prefetch"
-    ACK_EVERY = "ack_every"
-    RATE = "rate"
-    PUBLISHERS = "publishers"
-    CONSUMERS = "consumers"
-    PAUSE = "pause"
-    RESUME = "resume"
-    MARK = "mark"
-
-
-#: Settings that carry a number, with the inclusive range a resolved value must lie in.
-NUMERIC_RANGES: dict[Setting, tuple[float, float]] = {
-    Setting.INFLIGHT: (0, 1_000_000),
-    Setting.PREFETCH: (0, 65_535),
-    Setting.ACK_EVERY: (1, 65_535),
-    Setting.RATE: (0, 10_000_000),
-    Setting.PUBLISHERS: (0, 10_000),
-    Setting.CONSUMERS: (0, 10_000),
-}
-
-#: Settings whose values are whole numbers.
-INTEGER_SETTINGS = frozenset(
-    {Setting.INFLIGHT, Setting.PREFETCH, Setting.ACK_EVERY, Setting.PUBLISHERS, Setting.CONSUMERS}
-)
-
-#: Other words operators use for a setting, mapped to the setting.
-ALIASES: dict[str, Setting] = {
-    "in_flight": Setting.INFLIGHT,
-    "inflight_limit": Setting.INFLIGHT,
-    "confirm": Setting.INFLIGHT,
-    "qos": Setting.PREFETCH,
-    "ack": Setting.ACK_EVERY,
-    "ack_interval": Setting.ACK_EVERY,
-    "multi_ack_every": Setting.ACK_EVERY,
-    "producers": Setting.PUBLISHERS,
-}
+__all__ = ["ALIASES", "Change", "Setting", "check_setting_value", "format_number", "parse_change"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +32,7 @@ class Change:
     label: str = ""
 
     def __post_init__(self) -> None:
-        if self.setting in NUMERIC_RANGES:
+        if self.setting in BY_SETTING:
             if self.value is None:
                 raise SpecError(self.setting.value, f"{self.setting.value} needs a value")
             if not self.relative:
@@ -84,9 +44,9 @@ class Change:
         """The absolute change this one means when the setting is now ``current``."""
         if not self.relative or self.value is None:
             return self
-        low, high = NUMERIC_RANGES[self.setting]
-        target = min(max(current + self.value, low), high)
-        if self.setting in INTEGER_SETTINGS:
+        row = BY_SETTING[self.setting]
+        target = min(max(current + self.value, row.low), row.high)
+        if row.kind is int:
             target = round(target)
         return Change(self.setting, target, relative=False, label=self.label)
 
@@ -107,8 +67,9 @@ def format_number(value: float) -> str:
 
 def check_setting_value(setting: Setting, value: float) -> None:
     """Raise a SpecError naming the setting, the value and the allowed range."""
-    low, high = NUMERIC_RANGES[setting]
-    if setting in INTEGER_SETTINGS and not float(value).is_integer():
+    row = BY_SETTING[setting]
+    low, high = row.low, row.high
+    if row.kind is int and not float(value).is_integer():
         raise SpecError(setting.value, f"{setting.value} must be a whole number, got {value}")
     if not low <= value <= high:
         raise SpecError(
@@ -142,7 +103,7 @@ def parse_change(text: str) -> Change:
         return Change(Setting.MARK, label=label)
     if "=" not in text:
         setting = parse_setting(text)
-        if setting in NUMERIC_RANGES:
+        if setting in BY_SETTING:
             raise SpecError(
                 setting.value, f"{setting.value} needs a value, e.g. {setting.value}=100"
             )
@@ -155,6 +116,6 @@ def parse_change(text: str) -> Change:
         value = float(raw)
     except ValueError:
         raise SpecError(setting.value, f"{setting.value} needs a number, got {raw!r}") from None
-    if setting not in NUMERIC_RANGES:
+    if setting not in BY_SETTING:
         raise SpecError(setting.value, f"{setting.value} takes no value")
     return Change(setting, value, relative=relative)

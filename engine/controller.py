@@ -42,7 +42,7 @@ from collectors.model import BrokerSample
 from engine import topology
 from engine.accounting import data_safety
 from engine.aggregate import SnapshotAggregator
-from engine.change import NUMERIC_RANGES, Change, Setting
+from engine.change import Change, Setting
 from engine.commands import (
     ApplyChange,
     ChangeApplied,
@@ -62,6 +62,7 @@ from engine.process import (
     load_runtime,
 )
 from engine.progress import DataSafety, PendingChange, RunSummary, Tick
+from engine.settings import apply_change, steerable
 from engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport, settings_of
 from engine.spec import RunSpec, ScheduleStep
 from engine.tls import INSECURE_WARNING, http_context, tls_options
@@ -92,27 +93,7 @@ def resolve_workers(workers: int) -> int:
 
 def apply_to_settings(settings: Settings, change: Change) -> Settings:
     """Settings with an absolute change applied (pause/resume flip ``paused``)."""
-    if change.setting is Setting.PAUSE:
-        return replace(settings, paused=True)
-    if change.setting is Setting.RESUME:
-        return replace(settings, paused=False)
-    if change.setting not in NUMERIC_RANGES or change.value is None:
-        return settings
-    value = change.value
-    match change.setting:
-        case Setting.RATE:
-            return replace(settings, rate=float(value))
-        case Setting.INFLIGHT:
-            return replace(settings, inflight=int(value))
-        case Setting.PREFETCH:
-            return replace(settings, prefetch=int(value))
-        case Setting.ACK_EVERY:
-            return replace(settings, ack_every=int(value))
-        case Setting.PUBLISHERS:
-            return replace(settings, publishers=int(value))
-        case Setting.CONSUMERS:
-            return replace(settings, consumers=int(value))
-    return settings
+    return apply_change(settings, change)
 
 
 @dataclass
@@ -251,6 +232,16 @@ class Controller:
         )
 
     @property
+    def requested_settings(self) -> Settings:
+        """The settings as asked for so far, pending changes included: what a key step
+        and a relative change (``inflight=+10``) both start from."""
+        settings = replace(settings_of(self._requested_spec), paused=self.settings.paused)
+        for _, pending in sorted(self._pending.items()):
+            if steerable(pending.change.setting) is None:  # a pause or resume on its way
+                settings = apply_change(settings, pending.change)
+        return settings
+
+    @property
     def next_step(self) -> ScheduleStep | None:
         return self._schedule[0] if self._schedule else None
 
@@ -304,7 +295,7 @@ class Controller:
         """
         if self._state != "running":
             raise FlowdeckError("changes apply only while the run is running")
-        if change.setting in NUMERIC_RANGES:
+        if steerable(change.setting) is not None:
             change = change.resolved(self._requested_spec.setting(change.setting))
         connections_before = topology.connections_needed(self._requested_spec)
         self._requested_spec = self._requested_spec.with_change(change)  # SpecError if bad

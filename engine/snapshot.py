@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from engine.latency import LatencyKind, SendBasis
+from engine.settings import STEERABLE
 
 if TYPE_CHECKING:
     from engine.spec import RunSpec
@@ -39,7 +40,8 @@ class Counters:
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The steerable settings as a worker has them in force right now."""
+    """The steerable settings as a worker has them in force right now: one attribute per
+    ``engine.settings.STEERABLE`` row (its field), plus what pause/resume set."""
 
     inflight: int
     prefetch: int
@@ -54,15 +56,8 @@ class Settings:
 
 
 def settings_of(spec: RunSpec) -> Settings:
-    """The settings a run starts with, as its spec gives them."""
-    return Settings(
-        inflight=spec.inflight,
-        prefetch=spec.prefetch,
-        ack_every=spec.ack_every,
-        rate=spec.rate,
-        publishers=spec.publishers,
-        consumers=spec.consumers,
-    )
+    """The settings a run starts with, as its spec gives them (one per registry row)."""
+    return Settings(**{row.field: getattr(spec, row.field) for row in STEERABLE})
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from collectors.broker_uri import redact
 from engine.change import Change, Setting, format_number, parse_change
 from engine.credentials import broker_uri
 from engine.errors import SpecError
+from engine.settings import BY_FIELD, BY_SETTING, Scope, spec_value
 from engine.tls import tls_options
 
 QueueType = Literal["classic", "quorum", "stream"]
@@ -64,6 +65,12 @@ class FieldInfo:
     unit: str = ""
 
 
+def _steerable_field(name: str) -> FieldInfo:
+    """A steerable setting's field, as the settings registry describes it."""
+    row = BY_FIELD[name]
+    return FieldInfo(row.kind, row.help, row.low, row.high, unit=row.unit)
+
+
 FIELDS: dict[str, FieldInfo] = {
     "name": FieldInfo(str, "name of the run, shown in sessions and reports"),
     "description": FieldInfo(str, "what the run reproduces or tries out"),
@@ -84,26 +91,18 @@ FIELDS: dict[str, FieldInfo] = {
     "exchange": FieldInfo(str, "exchange to publish to; empty = the default exchange"),
     "exchange_type": FieldInfo(str, "exchange type", choices=EXCHANGE_TYPES),
     "routing_key": FieldInfo(str, "routing key; empty = each publisher's queue name"),
-    "publishers": FieldInfo(int, "number of publishers (one connection each)", 0, 10_000),
-    "rate": FieldInfo(
-        float,
-        "messages per second per publisher; 0 = as fast as possible",
-        0,
-        10_000_000,
-        unit="msg/s",
-    ),
+    "publishers": _steerable_field("publishers"),
+    "rate": _steerable_field("rate"),
     "message_size": FieldInfo(
         int, "message body size", BODY_HEADER_SIZE, 64 * 1024 * 1024, unit="bytes"
     ),
     "confirms": FieldInfo(bool, "use publisher confirms"),
-    "inflight": FieldInfo(
-        int, "in-flight limit: most unconfirmed messages per publisher; 0 = no limit", 0, 1_000_000
-    ),
+    "inflight": _steerable_field("inflight"),
     "persistent": FieldInfo(bool, "publish persistent messages (delivery mode 2)"),
     "mandatory": FieldInfo(bool, "publish with the mandatory flag (unroutable messages return)"),
-    "consumers": FieldInfo(int, "number of consumers (one connection each)", 0, 10_000),
-    "prefetch": FieldInfo(int, "basic.qos prefetch per consumer; 0 = unlimited", 0, 65_535),
-    "ack_every": FieldInfo(int, "ack every N deliveries (multiple flag when > 1)", 1, 65_535),
+    "consumers": _steerable_field("consumers"),
+    "prefetch": _steerable_field("prefetch"),
+    "ack_every": _steerable_field("ack_every"),
     "auto_ack": FieldInfo(bool, "consume with automatic acknowledgement"),
     "duration": FieldInfo(float, "how long the run lasts", 1, 7 * 24 * 3600, unit="s"),
     "workers": FieldInfo(int, "worker processes; 0 = in-process, -1 = one per spare core", -1, 64),
@@ -255,15 +254,15 @@ class RunSpec:
 
     def setting(self, setting: Setting) -> float:
         """Current value of a steerable setting as the spec starts it."""
-        return float(getattr(self, _SETTING_FIELDS[setting]))
+        return spec_value(self, setting)
 
     def with_change(self, change: Change) -> RunSpec:
         """The spec with an absolute numeric change applied (used to track settings)."""
-        if change.setting not in _SETTING_FIELDS or change.value is None:
+        row = BY_SETTING.get(change.setting)
+        if row is None or change.value is None:
             return self
-        name = _SETTING_FIELDS[change.setting]
-        kind = FIELDS[name].kind
-        return replace(self, **{name: kind(change.value)})
+        value: dict[str, Any] = {row.field: row.convert(change.value)}
+        return replace(self, **value)
 
     def scaled(self, factor: float) -> RunSpec:
         """Counts and rates shrunk (or grown) proportionally so a preset fits a machine.
@@ -319,18 +318,9 @@ class RunSpec:
         return out
 
 
-_SETTING_FIELDS: dict[Setting, str] = {
-    Setting.INFLIGHT: "inflight",
-    Setting.PREFETCH: "prefetch",
-    Setting.ACK_EVERY: "ack_every",
-    Setting.RATE: "rate",
-    Setting.PUBLISHERS: "publishers",
-    Setting.CONSUMERS: "consumers",
-}
-
-
 def _scale_change(change: Change, count: Any) -> Change:
-    if change.setting in (Setting.PUBLISHERS, Setting.CONSUMERS) and change.value is not None:
+    row = BY_SETTING.get(change.setting)
+    if row is not None and row.applies_to is Scope.TOPOLOGY and change.value is not None:
         if change.relative:
             scaled = math.copysign(count(abs(int(change.value))), change.value)
             return Change(change.setting, scaled, relative=True)

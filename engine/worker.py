@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -175,48 +175,10 @@ class _Worker:
 
     async def _apply(self, command: ApplyChange) -> None:
         change = command.change
-        setting = change.setting
-        value = change.value
         try:
-            if setting is Setting.INFLIGHT and value is not None:
-                for publisher in self.publishers:
-                    publisher.set_inflight(int(value))
-                self.settings = replace(self.settings, inflight=int(value))
-            elif setting is Setting.PREFETCH and value is not None:
-                self.settings = replace(self.settings, prefetch=int(value))
-                await asyncio.gather(*(c.set_prefetch(int(value)) for c in self.consumers))
-            elif setting is Setting.ACK_EVERY and value is not None:
-                self.settings = replace(self.settings, ack_every=int(value))
-                for consumer in self.consumers:
-                    consumer.set_ack_every(int(value))
-            elif setting is Setting.RATE and value is not None:
-                self.settings = replace(self.settings, rate=float(value))
-                for publisher in self.publishers:
-                    publisher.set_rate(float(value))
-            elif setting is Setting.PUBLISHERS and value is not None:
-                await self._resize_publishers(self._share(int(value)))
-            elif setting is Setting.CONSUMERS and value is not None:
-                await self._resize_consumers(self._share(int(value)))
-            elif setting is Setting.PAUSE:
-                self.settings = replace(self.settings, paused=True)
-                for publisher in self.publishers:
-                    publisher.pause()
-            elif setting is Setting.RESUME:
-                self.settings = replace(self.settings, paused=False)
-                for publisher in self.publishers:
-                    publisher.resume()
-            # Setting.MARK: nothing changes in the clients.
+            await _APPLY[change.setting](self, change.value)
         except (BrokerUnavailable, AmqpClosed) as exc:
             self._error(f"worker {self.index} could not fully apply {change.describe()}: {exc}")
-        if value is not None and setting in (Setting.PUBLISHERS, Setting.CONSUMERS):
-            # Set once applied, from the clients that opened: the asked total less this
-            # worker's shortfall, so what is recorded is what is connected.
-            if setting is Setting.PUBLISHERS:
-                in_force = int(value) - (self._share(int(value)) - len(self.publishers))
-                self.settings = replace(self.settings, publishers=in_force)
-            else:
-                in_force = int(value) - (self._share(int(value)) - len(self.consumers))
-                self.settings = replace(self.settings, consumers=in_force)
         self.emit(
             ChangeApplied(
                 command.change_id,
@@ -226,6 +188,63 @@ class _Worker:
                 consumers=len(self.consumers),
             )
         )
+
+    # One method per registry row (engine.settings), dispatched through ``_APPLY``; each
+    # takes the change's absolute value (None for pause, resume and mark).
+
+    async def _apply_inflight(self, value: float | None) -> None:
+        limit = int(_needs(value))
+        for publisher in self.publishers:
+            publisher.set_inflight(limit)
+        self.settings = replace(self.settings, inflight=limit)
+
+    async def _apply_prefetch(self, value: float | None) -> None:
+        prefetch = int(_needs(value))
+        self.settings = replace(self.settings, prefetch=prefetch)
+        await asyncio.gather(*(c.set_prefetch(prefetch) for c in self.consumers))
+
+    async def _apply_ack_every(self, value: float | None) -> None:
+        every = int(_needs(value))
+        self.settings = replace(self.settings, ack_every=every)
+        for consumer in self.consumers:
+            consumer.set_ack_every(every)
+
+    async def _apply_rate(self, value: float | None) -> None:
+        rate = float(_needs(value))
+        self.settings = replace(self.settings, rate=rate)
+        for publisher in self.publishers:
+            publisher.set_rate(rate)
+
+    async def _apply_publishers(self, value: float | None) -> None:
+        total = int(_needs(value))
+        try:
+            await self._resize_publishers(self._share(total))
+        finally:
+            # Set once applied, from the clients that opened: the asked total less this
+            # worker's shortfall, so what is recorded is what is connected.
+            in_force = total - (self._share(total) - len(self.publishers))
+            self.settings = replace(self.settings, publishers=in_force)
+
+    async def _apply_consumers(self, value: float | None) -> None:
+        total = int(_needs(value))
+        try:
+            await self._resize_consumers(self._share(total))
+        finally:
+            in_force = total - (self._share(total) - len(self.consumers))
+            self.settings = replace(self.settings, consumers=in_force)
+
+    async def _apply_pause(self, value: float | None) -> None:
+        self.settings = replace(self.settings, paused=True)
+        for publisher in self.publishers:
+            publisher.pause()
+
+    async def _apply_resume(self, value: float | None) -> None:
+        self.settings = replace(self.settings, paused=False)
+        for publisher in self.publishers:
+            publisher.resume()
+
+    async def _apply_mark(self, value: float | None) -> None:
+        """A phase mark changes nothing in the clients; it is only acknowledged."""
 
     def _share(self, total: int) -> int:
         return local_share(total, self.index, self.assignment.workers)
@@ -743,6 +762,28 @@ class _Worker:
     def _event(self, kind: EventKind, message: str, detail: dict[str, Any] | None = None) -> None:
         event = RunEvent(time.time(), kind, message, detail=detail or {"worker": self.index})
         self.emit(WorkerEvent(self.index, event))
+
+
+def _needs(value: float | None) -> float:
+    """The value of a numeric change (Change refuses one without, so this never raises
+    for a change that was parsed or built)."""
+    if value is None:
+        raise ValueError("a numeric setting's change carries a value")
+    return value
+
+
+#: How a worker applies each change: one method per row of ``engine.settings``.
+_APPLY: dict[Setting, Callable[[_Worker, float | None], Awaitable[None]]] = {
+    Setting.INFLIGHT: _Worker._apply_inflight,
+    Setting.PREFETCH: _Worker._apply_prefetch,
+    Setting.ACK_EVERY: _Worker._apply_ack_every,
+    Setting.RATE: _Worker._apply_rate,
+    Setting.PUBLISHERS: _Worker._apply_publishers,
+    Setting.CONSUMERS: _Worker._apply_consumers,
+    Setting.PAUSE: _Worker._apply_pause,
+    Setting.RESUME: _Worker._apply_resume,
+    Setting.MARK: _Worker._apply_mark,
+}
 
 
 def _ranges(sets: dict[int, SequenceSet]) -> tuple[SequenceRanges, ...]:

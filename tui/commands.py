@@ -8,7 +8,8 @@ from functools import partial
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from engine.change import format_number
-from tui.keys import KEY_DISPLAY, KEY_TABLE, LABELS, STEPPED
+from engine.settings import STEERABLE, setting_value
+from tui.keys import KEY_DISPLAY, KEY_TABLE
 
 
 class SteeringCommands(Provider):
@@ -24,13 +25,15 @@ class SteeringCommands(Provider):
             return []
         settings = screen.control.settings
         commands: list[tuple[str, Callable[[], object], str]] = []
-        for setting, _key, _how in STEPPED:
-            now = format_number(float(getattr(settings, setting.value)))
+        for setting in STEERABLE:
+            if not setting.live:
+                continue
+            now = format_number(setting_value(settings, setting.setting))
             commands.append(
                 (
-                    f"Set {LABELS[setting]}… (now {now})",
-                    partial(screen.action_exact_change, f"{setting.value}="),
-                    f"type an exact value for {setting.value}",
+                    f"Set {setting.label}… (now {now})",
+                    partial(screen.action_exact_change, f"{setting.name}="),
+                    f"type an exact value for {setting.name}",
                 )
             )
         for row in KEY_TABLE:

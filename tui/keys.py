@@ -13,6 +13,7 @@ from textual.binding import Binding
 
 from engine.change import Change, Setting
 from engine.errors import SpecError
+from engine.settings import BY_SETTING, STEERABLE, Step, setting_value
 from engine.snapshot import Settings
 
 
@@ -27,36 +28,17 @@ class KeyRow:
     show: bool = False  # shown in the footer
 
 
-#: Steerable settings: (setting, key for "down", how a step changes it).
-STEPPED: tuple[tuple[Setting, str, str], ...] = (
-    (Setting.INFLIGHT, "i", "halve / double"),
-    (Setting.PREFETCH, "p", "halve / double"),
-    (Setting.ACK_EVERY, "a", "halve / double"),
-    (Setting.RATE, "r", "halve / double"),
-    (Setting.PUBLISHERS, "u", "one less / one more"),
-    (Setting.CONSUMERS, "c", "one less / one more"),
-)
-
-LABELS: dict[Setting, str] = {
-    Setting.INFLIGHT: "in-flight limit",
-    Setting.PREFETCH: "prefetch",
-    Setting.ACK_EVERY: "ack every",
-    Setting.RATE: "rate per publisher",
-    Setting.PUBLISHERS: "publishers",
-    Setting.CONSUMERS: "consumers",
-}
+#: What each steerable setting is called in key help, toasts and the palette.
+LABELS: dict[Setting, str] = {row.setting: row.label for row in STEERABLE}
 
 
 def _steering_rows() -> list[KeyRow]:
     rows = []
-    for setting, key, how in STEPPED:
-        down, up = how.split(" / ")
-        rows.append(
-            KeyRow(key, f"step('{setting.value}', -1)", f"{LABELS[setting]}: {down}", "Steer")
-        )
-        rows.append(
-            KeyRow(key.upper(), f"step('{setting.value}', 1)", f"{LABELS[setting]}: {up}", "Steer")
-        )
+    for row in STEERABLE:
+        down, up = row.step.value.split(" / ")
+        name = row.setting.value
+        rows.append(KeyRow(row.key, f"step('{name}', -1)", f"{row.label}: {down}", "Steer"))
+        rows.append(KeyRow(row.key.upper(), f"step('{name}', 1)", f"{row.label}: {up}", "Steer"))
     return rows
 
 
@@ -92,29 +74,28 @@ def bindings(rows: tuple[KeyRow, ...] = KEY_TABLE) -> list[Binding]:
     ]
 
 
-def current_value(settings: Settings, setting: Setting) -> float:
-    return float(getattr(settings, setting.value))
+def step_change(requested: Settings, setting: Setting, direction: int) -> Change:
+    """The change one step up (``direction`` 1) or down (-1) from the value last asked for
+    (``requested``: the controller's ``requested_settings``, pending changes included), so
+    a key pressed while a change is pending steps on from it, as ``inflight=+10`` does.
 
-
-def step_change(settings: Settings, setting: Setting, direction: int) -> Change:
-    """The change one step up (``direction`` 1) or down (-1) from the value in force.
-
-    Limits and rates double or halve, the way the seed sweeps move through in-flight
-    limits; client counts move by one. A limit or rate of 0 means "no limit", which has
-    no neighbour: the operator types an exact value instead.
+    The step is the setting's registry rule: limits and rates double or halve, the way the
+    seed sweeps move through in-flight limits; client counts move by one. A limit or rate
+    of 0 means "no limit", which has no neighbour: the operator types an exact value.
     """
-    if setting in (Setting.PUBLISHERS, Setting.CONSUMERS):
+    row = BY_SETTING[setting]
+    if row.step is Step.ONE:
         return Change(setting, float(direction), relative=True)
-    value = current_value(settings, setting)
+    value = setting_value(requested, setting)
     if value == 0:
         raise SpecError(
             setting.value,
             f"{setting.value} is 0 (no limit) and has no step; press = and type a value, "
             f"e.g. {setting.value}=100",
         )
-    if setting is Setting.RATE:
+    if row.kind is float:
         target = value * 2 if direction > 0 else value / 2
         return Change(setting, round(target, 3))
     low = 1
-    target = value * 2 if direction > 0 else max(low, value // 2)
-    return Change(setting, float(int(target)))
+    whole = value * 2 if direction > 0 else max(low, value // 2)
+    return Change(setting, float(int(whole)))

@@ -30,6 +30,12 @@ class RunControl(Protocol):
     def settings(self) -> Settings: ...
 
     @property
+    def requested_settings(self) -> Settings:
+        """The settings asked for so far (pending changes included): what key steps and
+        relative changes start from."""
+        ...
+
+    @property
     def pending(self) -> tuple[PendingChange, ...]: ...
 
     @property

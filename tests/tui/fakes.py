@@ -8,11 +8,12 @@ from dataclasses import replace
 from pathlib import Path
 
 from collectors.model import BrokerSample, NodeSample, QueueSample
-from engine.change import NUMERIC_RANGES, Change, Setting
+from engine.change import Change, Setting
 from engine.errors import SpecError
 from engine.events import EventKind, RunEvent
 from engine.latency import LatencyKind, SendBasis
 from engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
+from engine.settings import BY_SETTING
 from engine.snapshot import Counters, Settings, settings_of
 from engine.spec import RunSpec
 from tui.source import Listener, RunUpdate
@@ -54,6 +55,10 @@ class FakeControl:
     # -- the controller's surface -------------------------------------------------------
 
     @property
+    def requested_settings(self) -> Settings:
+        return self._requested
+
+    @property
     def pending(self) -> tuple[PendingChange, ...]:
         return tuple(self._pending)
 
@@ -64,7 +69,7 @@ class FakeControl:
         self.started = True
 
     def request(self, change: Change, source: str = "operator") -> int:
-        if change.setting in NUMERIC_RANGES:
+        if change.setting in BY_SETTING:
             current = float(getattr(self._requested, change.setting.value))
             change = change.resolved(current)
             kind = int if change.setting is not Setting.RATE else float

@@ -166,7 +166,7 @@ class LiveScreen(Screen[None]):
     def action_step(self, setting: str, direction: int) -> None:
         chosen = Setting(setting)
         try:
-            change = step_change(self.control.settings, chosen, direction)
+            change = step_change(self.control.requested_settings, chosen, direction)
         except SpecError as exc:
             self.notify(exc.message, severity="warning", title=LABELS[chosen])
             return

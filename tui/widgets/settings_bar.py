@@ -7,25 +7,16 @@ from textual.widgets import Static
 
 from engine.change import Setting, format_number
 from engine.progress import PendingChange
+from engine.settings import BY_SETTING, STEERABLE, setting_value
 from engine.snapshot import Settings
 from tui.model import wrap_key
 
-SHORT = {
-    Setting.INFLIGHT: "in-flight",
-    Setting.PREFETCH: "prefetch",
-    Setting.ACK_EVERY: "ack every",
-    Setting.RATE: "rate",
-    Setting.PUBLISHERS: "publishers",
-    Setting.CONSUMERS: "consumers",
-}
-
 
 def describe_value(setting: Setting, value: float) -> str:
-    if setting in (Setting.INFLIGHT, Setting.PREFETCH, Setting.RATE) and value == 0:
+    row = BY_SETTING[setting]
+    if row.zero_is_unlimited and value == 0:
         return "no limit"
-    if setting is Setting.RATE:
-        return f"{format_number(value)}/s"
-    return format_number(value)
+    return f"{format_number(value)}{row.bar_unit}"
 
 
 class SettingsBar(Static):
@@ -48,9 +39,10 @@ class SettingsBar(Static):
             return
         line = Text()
         waiting = {p.change.setting: p for p in pending}
-        for setting, word in SHORT.items():
-            value = float(getattr(settings, setting.value))
-            line.append(f"{word} ", style="dim")
+        for row in STEERABLE:
+            setting = row.setting
+            value = setting_value(settings, setting)
+            line.append(f"{row.short} ", style="dim")
             line.append(describe_value(setting, value), style="bold")
             change = waiting.get(setting)
             if change is not None and change.change.value is not None:
