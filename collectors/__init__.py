@@ -6,7 +6,10 @@ Never imports the engine or Textual.
 from collectors.errors import SourceError
 from collectors.local_broker import LocalBroker, TlsFiles
 from collectors.management import (
+    ManagementAnswerError,
     ManagementCollector,
+    NodeCapacity,
+    SocketFigures,
     credentials_from_uri,
     management_url_for,
 )
@@ -21,13 +24,16 @@ __all__ = [
     "BrokerSource",
     "BrokerWatch",
     "LocalBroker",
+    "ManagementAnswerError",
     "ManagementCollector",
+    "NodeCapacity",
     "NodeSample",
     "PrometheusCollector",
     "PrometheusServer",
     "Provisioner",
     "QueueSample",
     "RegisteredNode",
+    "SocketFigures",
     "SourceError",
     "TlsFiles",
     "credentials_from_uri",

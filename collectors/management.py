@@ -54,7 +54,40 @@ _MAX_REGEX_URL = 6000
 
 
 class ManagementAnswerError(Exception):
-    """One request got an answer that cannot be used; the message is the stale reason."""
+    """One request got an answer that cannot be used; the message is the stale reason.
+
+    ``status`` is the HTTP status when the API answered with an error status.
+    """
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeCapacity:
+    """What a running node can still take: its sockets in use and its socket limit."""
+
+    node: str
+    sockets_used: int
+    sockets_total: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SocketFigures:
+    """The running nodes' socket figures from ``/api/nodes``.
+
+    A node that started moments ago lists none until its first statistics (about 5 s), so
+    ``nodes`` may hold fewer nodes than are ``running``.
+    """
+
+    nodes: tuple[NodeCapacity, ...]
+    running: int
+
+    @property
+    def complete(self) -> bool:
+        """Every running node (at least one) listed its figures."""
+        return bool(self.nodes) and len(self.nodes) == self.running
 
 
 def management_url_for(amqp_uri: str) -> str:
@@ -275,6 +308,41 @@ class ManagementCollector:
             )
         return reason
 
+    async def socket_figures(self) -> SocketFigures:
+        """The running nodes' socket use, for the pre-flight "has the broker a socket for
+        every connection?" (one request). Raises :class:`ManagementAnswerError` saying why.
+        """
+        nodes = await self._get_json(
+            "/api/nodes", {"columns": "name,running,sockets_used,sockets_total"}
+        )
+        if not isinstance(nodes, list) or not all(isinstance(n, Mapping) for n in nodes):
+            raise ManagementAnswerError("management API: /api/nodes is not a list of nodes")
+        running = [n for n in nodes if n.get("running", True)]
+        figures = [
+            NodeCapacity(str(n.get("name", "")), used, total)
+            for n in running
+            if (used := _number(n.get("sockets_used"))) is not None
+            and (total := _number(n.get("sockets_total"))) is not None
+        ]
+        return SocketFigures(tuple(figures), running=len(running))
+
+    async def amqp_listener_ports(self) -> set[int]:
+        """The broker's AMQP ports (``amqp`` and ``amqp/ssl`` listeners), so a caller can
+        tell a management URL guessed for the wrong broker (two nodes on one host share
+        ``host:15672`` as a guess, not as a fact). Raises :class:`ManagementAnswerError`.
+        """
+        overview = await self._get_json("/api/overview", {"columns": "listeners"})
+        listeners = overview.get("listeners") if isinstance(overview, Mapping) else None
+        if not isinstance(listeners, list):
+            raise ManagementAnswerError("management API: /api/overview lists no listeners")
+        return {
+            port
+            for item in listeners
+            if isinstance(item, Mapping)
+            and str(item.get("protocol", "")).startswith("amqp")
+            and (port := _number(item.get("port"))) is not None
+        }
+
     # -- live polls ----------------------------------------------------------------------
 
     async def sample(self) -> BrokerSample:
@@ -359,18 +427,19 @@ class ManagementCollector:
             ) from None
         if response.status_code == 401:
             raise ManagementAnswerError(
-                f"management API: 401 unauthorized for user {self.username}"
+                f"management API: 401 unauthorized for user {self.username}", status=401
             )
         return response
 
     async def _get_json(self, path: str, params: Mapping[str, str] | None = None) -> Any:
         response = await self._request(path, params)
         if response.status_code == 404:
-            raise ManagementAnswerError(f"management API: 404 not found for {path}")
+            raise ManagementAnswerError(f"management API: 404 not found for {path}", status=404)
         if response.status_code >= 400:
             raise ManagementAnswerError(
                 f"management API: {response.status_code} "
-                f"{response.reason_phrase.lower() or 'error'} for {path}"
+                f"{response.reason_phrase.lower() or 'error'} for {path}",
+                status=response.status_code,
             )
         return _json_of(response, path)
 

@@ -11,16 +11,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
-import time
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import aio_pika
 import aiormq.exceptions
-import httpx
 from aio_pika.abc import AbstractConnection, ExchangeType
+from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_delay, wait_fixed
 
+from collectors import ManagementAnswerError, ManagementCollector, NodeCapacity
 from collectors.broker_uri import parse_broker_uri
 from engine.amqp.connection import tls_advice, tls_hint
 from engine.errors import BrokerUnavailable, FlowdeckError
@@ -92,13 +91,13 @@ async def connect(uri: str, *, timeout: float = CONNECT_TIMEOUT) -> AbstractConn
         raise BrokerUnavailable(f"broker at {where} failed the handshake: {exc}") from None
 
 
-@dataclass(frozen=True, slots=True)
-class Capacity:
-    """What a node can still take, from the management API's /api/nodes."""
+#: What a node can still take, from the management API's /api/nodes.
+Capacity = NodeCapacity
 
-    node: str
-    sockets_used: int
-    sockets_total: int
+_Answer = TypeVar("_Answer")
+
+#: How often figures that are not yet good enough are read again.
+READ_AGAIN_EVERY = 0.5
 
 
 class CapacityUnknown(Exception):
@@ -107,6 +106,40 @@ class CapacityUnknown(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def _unknown(error: ManagementAnswerError) -> CapacityUnknown:
+    if error.status is not None:
+        return CapacityUnknown(f"it answered HTTP {error.status}")
+    message = str(error).removeprefix("management API: ")
+    return CapacityUnknown(tls_hint(message) or message)
+
+
+async def _read_until(
+    read: Callable[[], Awaitable[_Answer]],
+    good: Callable[[_Answer], bool],
+    *,
+    seconds: float,
+    on_first: Callable[[_Answer], None] | None = None,
+) -> _Answer:
+    """``read()`` again every :data:`READ_AGAIN_EVERY` seconds while ``good`` says no, for
+    up to ``seconds`` from the first read; the last answer, good or not. ``on_first`` is
+    told the first answer that is not good. An exception from ``read`` ends it at once.
+    """
+
+    def first_not_good(state: RetryCallState) -> None:
+        if on_first is not None and state.attempt_number == 1 and state.outcome is not None:
+            on_first(state.outcome.result())
+
+    retrying = AsyncRetrying(
+        retry=retry_if_result(lambda answer: not good(answer)),
+        wait=wait_fixed(READ_AGAIN_EVERY),
+        stop=stop_after_delay(seconds),
+        before_sleep=first_not_good,
+        retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
+    )
+    answer: _Answer = await retrying(read)
+    return answer
 
 
 async def node_capacity(
@@ -125,35 +158,18 @@ async def node_capacity(
     lists no socket figures until its first statistics arrive (about 5 s here), so an answer
     without them is asked again for up to ``first_figures_wait`` seconds.
     """
-    url = management_url.rstrip("/") + "/api/nodes?columns=name,sockets_used,sockets_total,running"
-    deadline = time.monotonic() + first_figures_wait
-    try:
-        async with httpx.AsyncClient(
-            timeout=timeout, auth=(username, password), verify=verify
-        ) as client:
-            while True:
-                response = await client.get(url)
-                if response.status_code != 200:
-                    raise CapacityUnknown(f"it answered HTTP {response.status_code}")
-                running = [n for n in response.json() if n.get("running", True)]
-                capacity = [
-                    Capacity(str(n["name"]), int(n["sockets_used"]), int(n["sockets_total"]))
-                    for n in running
-                    if "sockets_total" in n and "sockets_used" in n
-                ]
-                if capacity and len(capacity) == len(running):
-                    return capacity
-                if time.monotonic() >= deadline:
-                    if capacity:
-                        return capacity
-                    raise CapacityUnknown("its nodes list no socket figures yet")
-                await asyncio.sleep(0.5)
-    except httpx.TimeoutException:
-        raise CapacityUnknown(f"no answer within {timeout:g} s") from None
-    except httpx.HTTPError as exc:
-        raise CapacityUnknown(tls_hint(str(exc)) or str(exc) or type(exc).__name__) from None
-    except (ValueError, TypeError, KeyError, AttributeError):
-        raise CapacityUnknown("its answer was not the list of nodes it should be") from None
+    async with ManagementCollector(
+        management_url, username=username, password=password, timeout=timeout, verify=verify
+    ) as api:
+        try:
+            figures = await _read_until(
+                api.socket_figures, lambda f: f.complete, seconds=first_figures_wait
+            )
+        except ManagementAnswerError as error:
+            raise _unknown(error) from None
+    if not figures.nodes:
+        raise CapacityUnknown("its nodes list no socket figures yet")
+    return list(figures.nodes)
 
 
 async def amqp_listener_ports(
@@ -165,25 +181,15 @@ async def amqp_listener_ports(
     verify: ssl.SSLContext | bool = True,
 ) -> set[int] | None:
     """The AMQP ports of the broker a management API belongs to; None when it does not
-    answer well. Lets the controller notice a management URL guessed for the wrong broker
-    (two nodes on one host share ``host:15672`` as a guess, not as a fact).
+    answer well. Lets the controller notice a management URL guessed for the wrong broker.
     """
-    url = management_url.rstrip("/") + "/api/overview?columns=listeners"
-    try:
-        async with httpx.AsyncClient(
-            timeout=timeout, auth=(username, password), verify=verify
-        ) as client:
-            response = await client.get(url)
-        if response.status_code != 200:
+    async with ManagementCollector(
+        management_url, username=username, password=password, timeout=timeout, verify=verify
+    ) as api:
+        try:
+            return await api.amqp_listener_ports()
+        except ManagementAnswerError:
             return None
-        listeners = response.json().get("listeners", [])
-        return {
-            int(item["port"])
-            for item in listeners
-            if str(item.get("protocol", "")).startswith("amqp")
-        }
-    except (httpx.HTTPError, ValueError, TypeError, KeyError, AttributeError):
-        return None
 
 
 def amqp_port(uri: str) -> int:
@@ -251,18 +257,13 @@ async def settled_capacity(
     figures are returned, fitting or not. Raises :class:`CapacityUnknown` like
     :func:`node_capacity`.
     """
-    nodes = await node_capacity(management_url, username, password, verify=verify)
-    if capacity_fits(spec, nodes):
-        return nodes
-    if on_wait is not None:
-        on_wait(nodes)
-    deadline = time.monotonic() + settle_seconds
-    while time.monotonic() < deadline:
-        await asyncio.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
-        nodes = await node_capacity(management_url, username, password, verify=verify)
-        if capacity_fits(spec, nodes):
-            return nodes
-    return nodes
+
+    async def read() -> list[Capacity]:
+        return await node_capacity(management_url, username, password, verify=verify)
+
+    return await _read_until(
+        read, lambda nodes: capacity_fits(spec, nodes), seconds=settle_seconds, on_first=on_wait
+    )
 
 
 def _exchange_type(spec: RunSpec) -> ExchangeType:
