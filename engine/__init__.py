@@ -8,6 +8,7 @@ from engine.errors import BrokerUnavailable, FlowdeckError, SpecError
 from engine.events import EventKind, RunEvent
 from engine.presets import DEFAULT_PRESET, PRESETS, preset
 from engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
+from engine.settings import COMMANDS, STEERABLE, SteerableSetting, SteeringCommand
 from engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport
 from engine.spec import FIELDS, RunSpec, ScheduleStep, load_spec_file, spec_from_mapping
 
@@ -27,9 +28,11 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "COMMANDS",
     "DEFAULT_PRESET",
     "FIELDS",
     "PRESETS",
+    "STEERABLE",
     "BrokerUnavailable",
     "Change",
     "ClientSnapshot",
@@ -47,6 +50,8 @@ __all__ = [
     "Setting",
     "Settings",
     "SpecError",
+    "SteerableSetting",
+    "SteeringCommand",
     "Tick",
     "WorkerReport",
     "load_spec_file",
