@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 import aio_pika
 import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, ExchangeType
-from tenacity import AsyncRetrying, RetryCallState, retry_if_result, stop_after_delay, wait_fixed
+from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
 from collectors import ManagementAnswerError, ManagementCollector, NodeCapacity
 from collectors.broker_uri import parse_broker_uri
@@ -120,22 +120,15 @@ async def _read_until(
     good: Callable[[_Answer], bool],
     *,
     seconds: float,
-    on_first: Callable[[_Answer], None] | None = None,
 ) -> _Answer:
     """``read()`` again every :data:`READ_AGAIN_EVERY` seconds while ``good`` says no, for
-    up to ``seconds`` from the first read; the last answer, good or not. ``on_first`` is
-    told the first answer that is not good. An exception from ``read`` ends it at once.
+    up to ``seconds`` from the first read; the last answer, good or not. An exception from
+    ``read`` ends it at once.
     """
-
-    def first_not_good(state: RetryCallState) -> None:
-        if on_first is not None and state.attempt_number == 1 and state.outcome is not None:
-            on_first(state.outcome.result())
-
     retrying = AsyncRetrying(
         retry=retry_if_result(lambda answer: not good(answer)),
         wait=wait_fixed(READ_AGAIN_EVERY),
         stop=stop_after_delay(seconds),
-        before_sleep=first_not_good,
         retry_error_callback=lambda state: state.outcome.result() if state.outcome else None,
     )
     answer: _Answer = await retrying(read)
@@ -161,12 +154,19 @@ async def node_capacity(
     async with ManagementCollector(
         management_url, username=username, password=password, timeout=timeout, verify=verify
     ) as api:
-        try:
-            figures = await _read_until(
-                api.socket_figures, lambda f: f.complete, seconds=first_figures_wait
-            )
-        except ManagementAnswerError as error:
-            raise _unknown(error) from None
+        return await socket_capacity(api, first_figures_wait=first_figures_wait)
+
+
+async def socket_capacity(
+    api: ManagementCollector, *, first_figures_wait: float = 8.0
+) -> list[Capacity]:
+    """:func:`node_capacity` through a management client the caller already has."""
+    try:
+        figures = await _read_until(
+            api.socket_figures, lambda f: f.complete, seconds=first_figures_wait
+        )
+    except ManagementAnswerError as error:
+        raise _unknown(error) from None
     if not figures.nodes:
         raise CapacityUnknown("its nodes list no socket figures yet")
     return list(figures.nodes)
@@ -261,8 +261,17 @@ async def settled_capacity(
     async def read() -> list[Capacity]:
         return await node_capacity(management_url, username, password, verify=verify)
 
+    nodes = await read()
+    if capacity_fits(spec, nodes):
+        return nodes
+    if on_wait is not None:
+        on_wait(nodes)
+    # The window opens at the first answer, which may itself have waited for a new node.
+    await asyncio.sleep(READ_AGAIN_EVERY)
     return await _read_until(
-        read, lambda nodes: capacity_fits(spec, nodes), seconds=settle_seconds, on_first=on_wait
+        read,
+        lambda again: capacity_fits(spec, again),
+        seconds=max(0.0, settle_seconds - READ_AGAIN_EVERY),
     )
 
 
