@@ -1,9 +1,16 @@
-"""Reading sessions back: the list, one session's tables and events, totals, CSV export.
+"""Reading sessions back: the list, one session's tables and events, totals, CSV export,
+and the run's ticks and broker samples as the live screen had them (for replay).
 
 Everything here reads through ``engine.recording.format`` (the same contract the Spark
 report uses), so a session reads the same whichever tool opens it. Sessions from older
 format versions read (missing columns are filled, see :func:`format.conform`); a newer
 major version is refused with a message saying to upgrade.
+
+:meth:`Session.ticks` does not re-derive a second its own way: it turns the client rows
+back into the workers' snapshots and feeds them, in the order the controller received
+them, through the engine's :class:`~engine.aggregate.SnapshotAggregator`, at the times the
+controller ticked. What the session does not hold, and so what a replayed tick may differ
+in from the live one, is said there.
 """
 
 from __future__ import annotations
@@ -12,25 +19,48 @@ import json
 import math
 import shutil
 import socket
+from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
+from hdrh.histogram import HdrHistogram
 
-from engine.errors import FlowdeckError
+from collectors.model import BrokerSample, NodeSample, QueueSample, SourceName
+from engine.aggregate import SnapshotAggregator
+from engine.change import Change, Setting
+from engine.errors import FlowdeckError, SpecError
 from engine.events import EventKind, RunEvent
-from engine.latency import LatencyKind, SendBasis, percentile_from_buckets
-from engine.progress import Percentiles
+from engine.latency import (
+    HIGHEST_US,
+    LOWEST_US,
+    LatencyKey,
+    LatencyKind,
+    SendBasis,
+    encode,
+    percentile_from_buckets,
+)
+from engine.progress import PendingChange, Percentiles, Tick
 from engine.recording import format as fmt
-from engine.snapshot import Counters
+from engine.settings import apply_change
+from engine.snapshot import ClientSnapshot, Counters, Settings, settings_of
+from engine.spec import RunSpec, ScheduleStep, spec_from_mapping
 
 #: Counter columns of the client table, summed into totals and per-second series.
 COUNTER_COLUMNS = tuple(Counters.__dataclass_fields__)
 #: Gauge columns of the client table, summed over workers per second (last value each).
 GAUGE_COLUMNS = ("pending_confirms", "unacked", "connections", "blocked_connections")
+
+
+#: The name of the one node a recorded broker sample reads back with. The broker table
+#: holds the cluster's figures (memory summed, smallest disk free, alarms of any node), not
+#: one row per node, so node names are not on disk; this name says so wherever it shows.
+RECORDED_NODES = "(nodes not recorded)"
 
 
 class SessionNotFound(FlowdeckError):
@@ -232,6 +262,283 @@ class Session:
             max=ms(100),
         )
 
+    def client_snapshots(self) -> list[ClientSnapshot]:
+        """The workers' snapshots, in the order the controller received them (the order
+        the recorder wrote them), as the engine's aggregation takes them.
+
+        Counters are cumulative again (running sums of the recorded deltas); ``at`` is the
+        recorded ``elapsed_s`` plus the manifest's start, which gives back the snapshot's
+        own time exactly (the recorder subtracted that same start). Latency histograms are
+        the recorded 2-significant-digit buckets (see ``format.LATENCY_SIGNIFICANT_DIGITS``),
+        not the live 3-digit ones. Not on disk, so left empty: the workers' error texts
+        (only their number is recorded), blocked reasons, and the read hold.
+        """
+        client = self.table(fmt.CLIENT_DIR)
+        if client.num_rows == 0:
+            return []
+        start = self.manifest.start
+        latency = self._latency_blobs()
+        columns = {name: client.column(name).to_pylist() for name in client.column_names}
+        cumulative: dict[int, Counters] = {}
+        snapshots = []
+        for i in range(client.num_rows):
+            worker = int(columns["worker"][i])
+            elapsed = float(columns["elapsed_s"][i])
+            counters = cumulative.get(worker, Counters()) + Counters(
+                *(int(columns[name][i]) for name in COUNTER_COLUMNS)
+            )
+            cumulative[worker] = counters
+            snapshots.append(
+                ClientSnapshot(
+                    worker=worker,
+                    at=start + elapsed,
+                    interval=float(columns["interval_s"][i]),
+                    counters=counters,
+                    pending_confirms=int(columns["pending_confirms"][i]),
+                    unacked=int(columns["unacked"][i]),
+                    connections=int(columns["connections"][i]),
+                    blocked=int(columns["blocked_connections"][i]),
+                    settings=Settings(
+                        inflight=int(columns["inflight"][i]),
+                        prefetch=int(columns["prefetch"][i]),
+                        ack_every=int(columns["ack_every"][i]),
+                        rate=float(columns["rate"][i]),
+                        publishers=int(columns["publishers"][i]),
+                        consumers=int(columns["consumers"][i]),
+                        paused=bool(columns["paused"][i]),
+                    ),
+                    target_rate=float(columns["target_rate"][i]),
+                    latency=latency.get((worker, elapsed), {}),
+                )
+            )
+        return snapshots
+
+    def ticks(self) -> list[Tick]:
+        """The run's ticks as the live screen had them, one a second and a last one at the end.
+
+        The recorded snapshots go through :class:`SnapshotAggregator` as they reached the
+        controller, and it ticks at the controller's tick times; settings, pending changes,
+        phase and schedule come from the manifest's spec and the event log, as the
+        controller kept them. The session does not record when the controller ticked, so
+        ticks are taken at ``start + 1 s, + 2 s ...`` until publishing stopped (the drain
+        event) and at the manifest's end: the live ticks came a few milliseconds later, so
+        a snapshot taken in those milliseconds (or one still on its way to the controller)
+        counts one tick later here. Latency percentiles come from the recorded 2-digit
+        buckets: counts are exact, values within one 2-digit bucket (under 1%) of the live
+        3-digit ones. A pending change's ``workers_done`` is 0 (the workers' own apply
+        times are not recorded), and the last tick's totals are the workers' last
+        snapshots (the controller used their end-of-run reports, which the manifest's
+        summary holds without ``acked``).
+        """
+        snapshots = self.client_snapshots()
+        times = self._tick_times(snapshots)
+        if not times:
+            return []
+        start = self.manifest.start
+        spec = self._recorded_spec()
+        settings = _start_settings(spec, snapshots)
+        duration = spec.duration if spec is not None else float(self.duration or 0.0)
+        schedule: Sequence[ScheduleStep] = spec.schedule if spec is not None else ()
+        events = _as_controller_saw(self.events, start, schedule)
+        hosts = self._worker_hosts(snapshots)
+        aggregator = SnapshotAggregator()
+        requested: dict[int, PendingChange] = {}
+        failed: set[int] = set()
+        scheduled = 0
+        phase, phase_index, phases = "start", 0, 0
+        ticks = []
+        next_snapshot = next_event = 0
+        for number, at in enumerate(times):
+            last = number == len(times) - 1 and self.manifest.end is not None
+            while next_snapshot < len(snapshots) and (last or snapshots[next_snapshot].at <= at):
+                aggregator.add(snapshots[next_snapshot])
+                next_snapshot += 1
+            while next_event < len(events) and events[next_event][0] <= at:
+                event = events[next_event][1]
+                next_event += 1
+                detail = event.detail
+                if event.kind is EventKind.CHANGE_REQUESTED and event.change_id is not None:
+                    change = _recorded_change(detail)
+                    if change is not None:
+                        requested[event.change_id] = PendingChange(
+                            change_id=event.change_id,
+                            change=change,
+                            requested_at=event.at,
+                            source=str(detail.get("source", "")),
+                            workers_done=0,
+                            workers_total=len(hosts - failed),
+                        )
+                    scheduled += detail.get("source") == "schedule"
+                elif event.kind is EventKind.CHANGE_APPLIED:
+                    requested.pop(event.change_id or 0, None)
+                    change = _recorded_change(detail)
+                    if change is not None:
+                        settings = apply_change(settings, change)
+                elif event.kind is EventKind.PHASE:
+                    phases += 1
+                    phase_index = int(detail.get("index", phases - 1))
+                    phase = str(detail.get("label") or event.message)
+                elif event.kind is EventKind.ERROR and isinstance(detail.get("worker"), int):
+                    failed.add(int(detail["worker"]))
+            agg = aggregator.tick(at)
+            target = agg.target_rate
+            # As the controller: before anything is published the workers' targets are not
+            # in yet, so the rate asked for stands in.
+            if not aggregator.totals.published and target == 0 and not settings.paused:
+                target = settings.rate * settings.publishers
+            fired = max(scheduled, sum(1 for s in schedule if start + s.at <= at))
+            step = schedule[fired] if fired < len(schedule) else None
+            ticks.append(
+                Tick(
+                    at=at,
+                    elapsed=at - start,
+                    duration=duration,
+                    target_rate=target,
+                    publish_rate=agg.rates.publish,
+                    confirm_rate=agg.rates.confirm,
+                    consume_rate=agg.rates.consume,
+                    nack_rate=agg.rates.nack,
+                    return_rate=agg.rates.ret,
+                    totals=agg.totals,
+                    pending_confirms=agg.pending_confirms,
+                    unacked=agg.unacked,
+                    connections=agg.connections,
+                    blocked=agg.blocked,
+                    settings=settings,
+                    pending=tuple(requested[c] for c in sorted(requested)),
+                    latency=agg.latency,
+                    phase=phase,
+                    phase_index=phase_index,
+                    next_step_at=step.at if step else None,
+                    next_step=step.change if step else None,
+                    # Every worker has reported (or failed) by the run's last tick.
+                    workers=0 if last else len(hosts - failed),
+                )
+            )
+        return ticks
+
+    def broker_samples(self) -> list[BrokerSample]:
+        """Every broker poll as the BrokerSample the live screen had, with its queues.
+
+        Sample and queue figures read back as they were. Per-node figures are recorded as
+        the cluster's (memory summed, smallest disk free, largest disk limit, alarms of any
+        node), so they read back as one node named :data:`RECORDED_NODES`; the nodes'
+        names, descriptors, sockets and own figure times, and the broker and Erlang versions
+        (in the manifest), are not in the broker table.
+        """
+        broker = self.table(fmt.BROKER_DIR)
+        if broker.num_rows == 0:
+            return []
+        start = self.manifest.start
+        queues_at: dict[tuple[float, str], list[QueueSample]] = defaultdict(list)
+        for row in self.table(fmt.QUEUES_DIR).to_pylist():
+            queues_at[(float(row["elapsed_s"]), str(row["source"]))].append(
+                QueueSample(
+                    name=row["queue"],
+                    vhost=row["vhost"],
+                    type=row["type"],
+                    ready=row["ready"],
+                    unacked=row["unacked"],
+                    consumers=row["consumers"],
+                    publish_rate=row["publish_rate"],
+                    deliver_rate=row["deliver_rate"],
+                )
+            )
+        samples = []
+        for row in broker.to_pylist():
+            elapsed = float(row["elapsed_s"])
+            source: SourceName = "prometheus" if row["source"] == "prometheus" else "management"
+            taken_at = start + elapsed
+            node_figures: dict[str, Any] = {
+                name: row[name]
+                for name in ("mem_used", "mem_limit", "disk_free", "disk_free_limit")
+            }
+            alarms = {"mem_alarm": bool(row["mem_alarm"]), "disk_alarm": bool(row["disk_alarm"])}
+            nodes = (
+                (NodeSample(RECORDED_NODES, **node_figures, **alarms),)
+                if any(v is not None for v in node_figures.values()) or any(alarms.values())
+                else ()
+            )
+            samples.append(
+                BrokerSample(
+                    source=source,
+                    taken_at=taken_at,
+                    figures_at=taken_at - float(row["age_s"]),
+                    statistics_interval=float(row["statistics_interval_s"]),
+                    nodes=nodes,
+                    queues=tuple(queues_at.get((elapsed, str(row["source"])), ())),
+                    publish_rate=row["publish_rate"],
+                    confirm_rate=row["confirm_rate"],
+                    deliver_rate=row["deliver_rate"],
+                    ack_rate=row["ack_rate"],
+                    redeliver_rate=row["redeliver_rate"],
+                    unconfirmed=row["unconfirmed"],
+                    unacked=row["unacked"],
+                    connections=row["connections"],
+                    connections_blocked=row["connections_blocked"],
+                    connections_blocking=row["connections_blocking"],
+                    stale_reason=row["stale_reason"],
+                )
+            )
+        return samples
+
+    def _latency_blobs(self) -> dict[tuple[int, float], dict[LatencyKey, bytes]]:
+        """Each snapshot's recorded latency buckets as encoded histograms, keyed like the
+        client rows (worker, elapsed_s), as the aggregator takes them."""
+        latency = self.table(fmt.LATENCY_DIR)
+        if latency.num_rows == 0:
+            return {}
+        histograms: dict[tuple[int, float], dict[LatencyKey, HdrHistogram]] = defaultdict(dict)
+        columns = [
+            latency.column(name).to_pylist()
+            for name in ("worker", "elapsed_s", "kind", "basis", "value_us", "count")
+        ]
+        for worker, elapsed, kind, basis, value_us, count in zip(*columns, strict=True):
+            per_key = histograms[(int(worker), float(elapsed))]
+            key = (LatencyKind(kind), SendBasis(basis))
+            histogram = per_key.get(key)
+            if histogram is None:
+                histogram = HdrHistogram(LOWEST_US, HIGHEST_US, fmt.LATENCY_SIGNIFICANT_DIGITS)
+                per_key[key] = histogram
+            histogram.record_value(min(max(int(value_us), LOWEST_US), HIGHEST_US), int(count))
+        return {
+            where: {key: encode(histogram) for key, histogram in per_key.items()}
+            for where, per_key in histograms.items()
+        }
+
+    def _tick_times(self, snapshots: Sequence[ClientSnapshot]) -> list[float]:
+        """When the controller ticked: each whole second after start while publishing went
+        on (as its loop: ``start + 1``, ``+ 2`` ...), and once more at the end."""
+        start = self.manifest.start
+        end = self.manifest.end
+        drain = next((e.at for e in self.events if e.kind is EventKind.DRAIN), None)
+        last_snapshot = max((s.at for s in snapshots), default=None)
+        load_end = drain if drain is not None else end if end is not None else last_snapshot
+        if load_end is None:
+            return []
+        times = [start + second for second in range(1, int(load_end - start) + 1)]
+        while times and times[-1] > load_end:
+            times.pop()
+        if end is not None and (not times or end > times[-1]):
+            times.append(end)
+        return times
+
+    def _recorded_spec(self) -> RunSpec | None:
+        """The run's spec from the manifest; None when this flowdeck cannot read it back."""
+        try:
+            return spec_from_mapping(self.manifest.spec)
+        except (SpecError, TypeError, ValueError):
+            return None
+
+    def _worker_hosts(self, snapshots: Sequence[ClientSnapshot]) -> set[int]:
+        """The run's workers: as many as the run-started event says (0 = one in-process),
+        else those that reported."""
+        started = next((e for e in self.events if e.kind is EventKind.RUN_STARTED), None)
+        workers = started.detail.get("workers") if started is not None else None
+        if isinstance(workers, int) and not isinstance(workers, bool):
+            return set(range(max(1, workers)))
+        return {s.worker for s in snapshots}
+
     def info(self) -> SessionInfo:
         """The session as one line of the sessions list."""
         series = self.client_per_second()
@@ -278,6 +585,50 @@ class Session:
                 torn += 1
         self.torn_event_lines = torn
         return events
+
+
+def _recorded_change(detail: dict[str, Any] | Any) -> Change | None:
+    """The change a change event's detail names (as the controller writes it); None when
+    the detail does not say (an older or hand-made event)."""
+    try:
+        value = detail.get("value")
+        return Change(
+            Setting(str(detail["setting"])),
+            None if value is None else float(value),
+            label=str(detail.get("label") or ""),
+        )
+    except (AttributeError, KeyError, TypeError, ValueError, SpecError):
+        return None
+
+
+def _as_controller_saw(
+    events: Sequence[RunEvent], start: float, schedule: Sequence[ScheduleStep]
+) -> list[tuple[float, RunEvent]]:
+    """Events with the time the controller's tick saw them, in that order.
+
+    A schedule step is fired in the controller's loop just before the tick of the same
+    pass, so its request counts from the step's time, although the event's own time (taken
+    as it was sent) is a little later than that tick.
+    """
+    timed = []
+    scheduled = 0
+    for event in events:
+        at = event.at
+        if event.kind is EventKind.CHANGE_REQUESTED and event.detail.get("source") == "schedule":
+            if scheduled < len(schedule):
+                at = min(at, start + schedule[scheduled].at)
+            scheduled += 1
+        timed.append((at, event))
+    return sorted(timed, key=lambda pair: pair[0])
+
+
+def _start_settings(spec: RunSpec | None, snapshots: Sequence[ClientSnapshot]) -> Settings:
+    """The settings the controller started with: the spec's, else the first snapshot's."""
+    if spec is not None:
+        return settings_of(spec)
+    if snapshots:
+        return snapshots[0].settings
+    return Settings(inflight=0, prefetch=0, ack_every=1, rate=0.0, publishers=0, consumers=0)
 
 
 def open_session(path: Path) -> Session:

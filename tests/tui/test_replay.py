@@ -45,7 +45,10 @@ def recorded(tmp_path: Path) -> Path:
     )
     recorder = Recorder(tmp_path, spec, flush_seconds=0.0)
     recorder.start(T0)
-    recorder.event(RunEvent(T0, EventKind.PHASE, "phase 0: start", detail={"label": "start"}))
+    recorder.event(RunEvent(T0, EventKind.RUN_STARTED, "run started", detail={"workers": 2}))
+    recorder.event(
+        RunEvent(T0, EventKind.PHASE, "phase 0: start", detail={"index": 0, "label": "start"})
+    )
     totals = {0: Counters(), 1: Counters()}
     for second in range(1, SECONDS + 1):
         inflight = 100 if second <= 10 else 200
@@ -70,9 +73,18 @@ def recorded(tmp_path: Path) -> Path:
                 )
             )
         if second == 10:
+            # As the controller records a change: what it sets, in the event's detail.
+            change = {"setting": "inflight", "value": 200, "label": "", "source": "operator"}
+            recorder.event(
+                RunEvent(T0 + 9.9, EventKind.CHANGE_REQUESTED, "change #1", 1, detail=change)
+            )
             recorder.event(
                 RunEvent(
-                    T0 + 10.2, EventKind.CHANGE_APPLIED, "change #1 in effect: inflight=200", 1
+                    T0 + 10.2,
+                    EventKind.CHANGE_APPLIED,
+                    "change #1 in effect: inflight=200",
+                    1,
+                    detail=change,
                 )
             )
             recorder.event(
@@ -81,7 +93,7 @@ def recorded(tmp_path: Path) -> Path:
                     EventKind.PHASE,
                     "phase 1: inflight=200",
                     1,
-                    detail={"label": "inflight=200"},
+                    detail={"index": 1, "label": "inflight=200"},
                 )
             )
         if second % 2 == 0:

@@ -18,7 +18,7 @@ from tui.screens.live import WIDE_COLUMNS
 from tui.widgets.dashboard import Dashboard
 from tui.widgets.event_log import EventLog
 from tui.widgets.latency_chart import LatencyChart
-from tui.widgets.run_header import clock
+from tui.widgets.run_header import RunHeader
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0)
 
@@ -93,10 +93,14 @@ class ReplayScreen(Screen[None]):
 
     def show(self) -> None:
         dashboard = self.query_one(Dashboard)
-        total = clock(len(self.replay.frames))
         state = "playing" if self.playing else "paused"
         speed = SPEEDS[self.speed_index]
-        dashboard.note = f"REPLAY {state} x{speed:g} at {clock(self.position + 1)} of {total}"
+        # One clock, the header's: where the replay is in the recording, of its length.
+        self.query_one(RunHeader).replay_clock = (
+            self.replay.elapsed_at(self.position),
+            self.replay.length,
+        )
+        dashboard.note = f"REPLAY {state} x{speed:g}"
         tick = self.history.last_tick
         dashboard.show(self.history, tick.settings if tick else None, ())
 

@@ -26,19 +26,26 @@ class RunHeader(Static):
     }
     """
 
+    #: Set by a replay: ``(elapsed, length)`` of the recording, the one clock shown then, so
+    #: it reaches the recording's length at its last frame (the run's own clock ends past
+    #: its duration, by the drain).
+    replay_clock: tuple[float, float] | None = None
+
     def show(self, name: str, tick: Tick | None, note: str = "") -> None:
         line = Text()
         line.append(name, style="bold")
         if note:
             line.append(f"  {note}", style="bold reverse")
+        replay = self.replay_clock
         if tick is None:
-            line.append("  starting…")
+            line.append(f"  {clock(replay[0])} / {clock(replay[1])}" if replay else "  starting…")
             self.update(line, layout=False)
             return
         line.append(f"  phase {tick.phase_index}")
         if tick.phase:
             line.append(f" {tick.phase}", style="italic")
-        line.append(f"  {clock(tick.elapsed)} / {clock(tick.duration)}")
+        elapsed, total = replay if replay else (tick.elapsed, tick.duration)
+        line.append(f"  {clock(elapsed)} / {clock(total)}")
         if tick.next_step is not None and tick.next_step_at is not None:
             line.append(
                 f"  next {tick.next_step.describe()} in {clock(tick.next_step_at - tick.elapsed)}",
