@@ -154,7 +154,11 @@ async def test_replay_screen_plays_pauses_and_seeks(recorded: Path) -> None:
         await pilot.press("end")
         await pilot.pause()
         assert screen.position == SECONDS - 1
-        assert "phase 1" in str(screen.query_one("#run-header").render())
+        header = str(screen.query_one("#run-header").render())
+        assert "phase 1" in header
+        # One clock: at the last frame it has reached the recording's length.
+        assert "0:20 / 0:20" in header and header.count(" / ") == 1, header
+        assert " at " not in header, header
 
 
 async def test_sessions_screen_lists_and_opens_a_replay(recorded: Path) -> None:
