@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import os
 import platform
@@ -26,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from collectors import (
     BrokerWatch,
@@ -63,14 +62,17 @@ from engine.process import (
 )
 from engine.progress import DataSafety, PendingChange, RunSummary, Tick
 from engine.settings import apply_change, steerable
+from engine.sinks import Listener, ListenerSink, RunStarted, Sink, Update
 from engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport, settings_of
 from engine.spec import RunSpec, ScheduleStep
 from engine.tls import INSECURE_WARNING, http_context, tls_options
 
+if TYPE_CHECKING:
+    from engine.recording.recorder import Recorder
+
 log = logging.getLogger(__name__)
 
-Update = Tick | BrokerSample | RunEvent | RunSummary
-Listener = Callable[[Update], None]
+__all__ = ["Controller", "Listener", "Update", "apply_to_settings", "resolve_workers"]
 
 OUTCOME_COMPLETED = "completed"
 OUTCOME_STOPPED = "stopped"
@@ -105,6 +107,13 @@ class _Pending:
     applied: dict[int, float] = field(default_factory=dict)
     #: Per worker, the publishers and consumers it had connected once it applied the change.
     clients: dict[int, tuple[int | None, int | None]] = field(default_factory=dict)
+
+
+def _recorder_class() -> type[Recorder]:
+    # pyarrow takes ~0.5 s to load: the controller reads it off the loop, when it records.
+    from engine.recording.recorder import Recorder
+
+    return Recorder
 
 
 def _flowdeck_version() -> str:
@@ -168,7 +177,7 @@ class Controller:
         self._phase = "start"
         self._phase_index = 0
 
-        self._listeners: list[Listener] = []
+        self._sinks: list[Sink] = []
         self.events: list[RunEvent] = []
         self.last_tick: Tick | None = None
         self.last_broker_sample: BrokerSample | None = None
@@ -182,7 +191,7 @@ class Controller:
         self._failures: list[str] = []
         self._errors: list[str] = []
         self._aggregator = SnapshotAggregator()
-        self._recorder: Any = None
+        self._recorder: Recorder | None = None
         self._recording_error = ""
         self._recording_announced = False
         self.started_at = 0.0
@@ -199,8 +208,13 @@ class Controller:
 
     # -- public API ------------------------------------------------------------------------
 
+    def add_sink(self, sink: Sink) -> None:
+        """Follow the run: ``sink`` takes every update from now on (see engine.sinks)."""
+        self._sinks.append(sink)
+
     def add_listener(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+        """Follow the run's ticks, events, broker samples and summary with one function."""
+        self.add_sink(ListenerSink(listener))
 
     @property
     def uri(self) -> str:
@@ -497,17 +511,13 @@ class Controller:
         if self._sessions_root is None:
             return
         try:
-            recorder_module = await asyncio.to_thread(
-                importlib.import_module, "engine.recording.recorder"
-            )
+            recorder_class = await asyncio.to_thread(_recorder_class)
         except ImportError:
             self._recording_trouble("recording is off: this build of flowdeck cannot record")
             return
         versions = {"flowdeck": _flowdeck_version(), "python": platform.python_version()}
         try:
-            self._recorder = recorder_module.Recorder(
-                self._sessions_root, self.spec, versions=versions
-            )
+            self._recorder = recorder_class(self._sessions_root, self.spec, versions=versions)
             self._session_dir = Path(self._recorder.session_dir)
         except Exception as exc:  # a recording that cannot start never stops the run
             self._recorder = None
@@ -520,7 +530,7 @@ class Controller:
             host = InProcessWorker(self._assignment(0, 1), runtime, self._on_message)
             self._hosts[0] = host
             self._alive.add(0)
-            self._recorder_call("start", self.started_at)
+            self._announce_start()
             return
         processes = [
             ProcessWorker(w, self._runtime, self._on_message) for w in range(self._workers)
@@ -541,10 +551,15 @@ class Controller:
             raise FlowdeckError(f"worker processes failed to start: {reasons}")
         # A common origin slightly ahead, so no worker starts behind its rate schedule.
         self.started_at = time.time() + 0.2
-        self._recorder_call("start", self.started_at)
+        self._announce_start()
         for process in processes:
             process.begin(self._assignment(process.worker, self._workers))
             self._alive.add(process.worker)
+
+    def _announce_start(self) -> None:
+        started = RunStarted(self.spec, self.started_at, self._workers)
+        self._record(lambda recorder: recorder.on_start(started))
+        self._emit(lambda sink: sink.on_start(started))
 
     def _assignment(self, worker: int, workers: int) -> WorkerAssignment:
         return WorkerAssignment(
@@ -620,7 +635,8 @@ class Controller:
         except SourceError as exc:
             self._event(EventKind.SOURCE_STALE, f"Prometheus series of the run not kept: {exc}")
         else:
-            self._recorder_call("prometheus_range", rows)
+            self._record(lambda recorder: recorder.on_prometheus_range(rows))
+            self._emit(lambda sink: sink.on_prometheus_range(rows))
             self._event(
                 EventKind.INFO,
                 f"kept {len(rows)} Prometheus samples of the run "
@@ -636,7 +652,8 @@ class Controller:
         try:
             if isinstance(message, ClientSnapshot):
                 self._aggregator.add(message)
-                self._recorder_call("snapshot", message)
+                self._record(lambda recorder: recorder.on_snapshot(message))
+                self._emit(lambda sink: sink.on_snapshot(message))
             elif isinstance(message, ChangeApplied):
                 pending = self._pending.get(message.change_id)
                 if pending is not None:
@@ -665,8 +682,8 @@ class Controller:
 
     def _on_broker_sample(self, sample: BrokerSample) -> None:
         self.last_broker_sample = sample
-        self._recorder_call("broker", sample)
-        self._emit(sample)
+        self._record(lambda recorder: recorder.on_broker_sample(sample))
+        self._emit(lambda sink: sink.on_broker_sample(sample))
         source = sample.source
         if sample.stale_reason != self._stale.get(source, ""):
             if sample.stale_reason:
@@ -832,7 +849,7 @@ class Controller:
             workers=len(self._alive),
         )
         self.last_tick = tick
-        self._emit(tick)
+        self._emit(lambda sink: sink.on_tick(tick))
         return tick
 
     # -- the end -------------------------------------------------------------------------------
@@ -911,14 +928,18 @@ class Controller:
             at=ended,
             detail={"outcome": outcome, "reason": reason},
         )
-        self._close_recorder(outcome, summary.to_json(), ended, reason)
+        if self._recorder is not None:
+            draft = summary  # the recorder's own trouble goes into the summary others see
+            self._record(lambda recorder: recorder.on_finish(draft))
+            self._recorder = None
         if self._recording_error and not summary.recording_error:
             summary = replace(summary, recording_error=self._recording_error)
         if summary.session_dir and self.session_dir is None:
             summary = replace(summary, session_dir=None)  # removed under the run
         self.summary = summary
         self._state = "ended"
-        self._emit(summary)
+        ended_run = summary
+        self._emit(lambda sink: sink.on_finish(ended_run))
         return summary
 
     # -- recorder and listeners --------------------------------------------------------------
@@ -931,11 +952,12 @@ class Controller:
             return None
         return self._session_dir
 
-    def _recorder_call(self, method: str, *args: Any) -> None:
+    def _record(self, call: Callable[[Recorder], None]) -> None:
+        """Hand the recorder one update; trouble turns recording off, never the run."""
         if self._recorder is None:
             return
         try:
-            getattr(self._recorder, method)(*args)
+            call(self._recorder)
         except Exception as exc:  # recording trouble never stops the run
             self._recorder = None
             self._recording_trouble(f"recording stopped: {exc}")
@@ -944,7 +966,7 @@ class Controller:
 
     def _check_recorder(self) -> None:
         """Say at once when the recorder has stopped (its writer thread sets ``error``)."""
-        error = getattr(self._recorder, "error", None) if self._recorder is not None else None
+        error = self._recorder.error if self._recorder is not None else None
         if error:
             self._recording_trouble(str(error))
 
@@ -967,7 +989,7 @@ class Controller:
         self, outcome: str, summary: Mapping[str, Any], at: float, reason: str
     ) -> None:
         if self._recorder is not None:
-            self._recorder_call("close", outcome, summary, at, reason)
+            self._record(lambda recorder: recorder.close(outcome, summary, at, reason))
             self._recorder = None
 
     def _event(
@@ -991,12 +1013,13 @@ class Controller:
 
     def _publish_event(self, event: RunEvent) -> None:
         self.events.append(event)
-        self._recorder_call("event", event)
-        self._emit(event)
+        self._record(lambda recorder: recorder.on_event(event))
+        self._emit(lambda sink: sink.on_event(event))
 
-    def _emit(self, update: Update) -> None:
-        for listener in list(self._listeners):
+    def _emit(self, call: Callable[[Sink], None]) -> None:
+        """Hand every sink one update (after the recorder, see :meth:`_record`)."""
+        for sink in list(self._sinks):
             try:
-                listener(update)
+                call(sink)
             except Exception:  # a broken screen must not break the run
-                log.exception("listener %r failed", listener)
+                log.exception("sink %r failed", sink)

@@ -37,6 +37,7 @@ from collectors.model import BrokerSample
 from engine.events import EventKind, RunEvent
 from engine.latency import LatencyKind, SendBasis
 from engine.progress import Percentiles, RunSummary, Tick
+from engine.sinks import NullSink
 
 #: The quantiles PerfTest publishes, and the Percentiles attribute holding each.
 QUANTILES: tuple[tuple[str, str], ...] = (
@@ -94,7 +95,7 @@ class _RunCollector(Collector):
         return list(_metrics(self._endpoint.state))
 
 
-class MetricsEndpoint:
+class MetricsEndpoint(NullSink):
     """An HTTP ``/metrics`` endpoint serving a run's client-side figures.
 
     ``port=0`` picks a free port; :attr:`url` says which after :meth:`start`.
@@ -144,6 +145,17 @@ class MetricsEndpoint:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+    # As a sink of the run (Controller.add_sink): the updates it serves.
+
+    def on_tick(self, tick: Tick) -> None:
+        self.observe(tick)
+
+    def on_event(self, event: RunEvent) -> None:
+        self.observe(event)
+
+    def on_finish(self, summary: RunSummary) -> None:
+        self.observe(summary)
 
     def observe(self, update: Tick | BrokerSample | RunEvent | RunSummary) -> None:
         """A Controller listener: take in a Tick, event or summary (broker samples are the

@@ -6,19 +6,19 @@ the same surface so Pilot tests are deterministic. Nothing here starts load itse
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
 
-from collectors.model import BrokerSample
 from engine.change import Change
-from engine.events import RunEvent
-from engine.progress import PendingChange, RunSummary, Tick
+from engine.progress import PendingChange, RunSummary
+from engine.sinks import Listener, Update
 from engine.snapshot import Settings
 from engine.spec import RunSpec
 
-RunUpdate = Tick | BrokerSample | RunEvent | RunSummary
-Listener = Callable[[RunUpdate], None]
+#: The updates a screen takes (one home: engine.sinks, shared with every other sink).
+RunUpdate = Update
+
+__all__ = ["Listener", "RunControl", "RunUpdate"]
 
 
 class RunControl(Protocol):

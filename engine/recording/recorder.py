@@ -24,7 +24,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
@@ -38,7 +38,9 @@ from collectors.broker_uri import mask_text, mask_value
 from collectors.model import BrokerSample
 from engine.events import EventKind, RunEvent
 from engine.latency import LATENCY_KEYS, BucketDecoder, LatencyKey
+from engine.progress import RunSummary, Tick
 from engine.recording import format as fmt
+from engine.sinks import PrometheusRow, RunStarted
 from engine.snapshot import ClientSnapshot, Counters
 from engine.spec import RunSpec
 
@@ -218,6 +220,7 @@ class Recorder:
     :meth:`prometheus_range` as the run goes, and :meth:`close` once at the end. Every
     method may be called after a disk error: it then does nothing. ``error`` says why
     recording stopped; ``session_dir`` is where the session is (or would have been).
+    The controller drives it as an :class:`engine.sinks.Sink` (``on_start`` ... ``on_finish``).
     """
 
     def __init__(
@@ -491,6 +494,29 @@ class Recorder:
             )
         except OSError as exc:
             self._fail(self._write_failure(self.session_dir / fmt.MANIFEST, exc))
+
+    # -- as the controller's sink (engine.sinks.Sink) ---------------------------------------
+
+    def on_start(self, run: RunStarted) -> None:
+        self.start(run.started_at)
+
+    def on_snapshot(self, snapshot: ClientSnapshot) -> None:
+        self.snapshot(snapshot)
+
+    def on_tick(self, tick: Tick) -> None:
+        """Ticks are not kept: the session holds the snapshots they are made of."""
+
+    def on_event(self, event: RunEvent) -> None:
+        self.event(event)
+
+    def on_broker_sample(self, sample: BrokerSample) -> None:
+        self.broker(sample)
+
+    def on_prometheus_range(self, rows: Sequence[PrometheusRow]) -> None:
+        self.prometheus_range(rows)
+
+    def on_finish(self, summary: RunSummary) -> None:
+        self.close(summary.outcome, summary.to_json(), summary.ended, summary.stop_reason)
 
     # -- inside ----------------------------------------------------------------------------
 

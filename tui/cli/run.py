@@ -26,6 +26,7 @@ from engine.errors import FlowdeckError, SpecError
 from engine.events import EventKind, RunEvent
 from engine.latency import LatencyKind, SendBasis
 from engine.progress import Percentiles, RunSummary, Tick
+from engine.sinks import NullSink
 from engine.tls import INSECURE_WARNING, TlsOptions, tls_options, with_tls_options
 from engine.topology import UNCHECKED_CONNECTIONS_LIMIT
 from tui.cli.common import (
@@ -186,7 +187,7 @@ def run_command(args: argparse.Namespace) -> int:
                 raise FlowdeckError(
                     f"cannot serve metrics on port {port}: {exc.strerror}; pick another port"
                 ) from None
-            controller.add_listener(endpoint.observe)
+            controller.add_sink(endpoint)
             announce(f"serving client metrics at {endpoint.url}")
         try:
             summary = asyncio.run(_run(controller, progress))
@@ -205,7 +206,7 @@ def run_command(args: argparse.Namespace) -> int:
 
 async def _run(controller: Controller, out: TextIO) -> RunSummary:
     printer = ProgressPrinter(controller, out)
-    controller.add_listener(printer)
+    controller.add_sink(printer)
     spec = controller.spec
     print(
         f"flowdeck run {spec.name}: {spec.publishers} publishers x "
@@ -270,8 +271,8 @@ def _ms(p: Percentiles | None, attr: str) -> str:
     return f"{value:.2f}" if value < 100 else f"{value:,.0f}"
 
 
-class ProgressPrinter:
-    """Turns the controller's updates into lines on ``out``."""
+class ProgressPrinter(NullSink):
+    """Turns the controller's updates into lines on ``out`` (a sink, or a listener)."""
 
     def __init__(self, controller: Controller, out: TextIO) -> None:
         self._controller = controller
@@ -281,6 +282,12 @@ class ProgressPrinter:
     def silence(self) -> None:
         """Print nothing more (the terminal is gone); the run and recording go on."""
         self.silenced = True
+
+    def on_tick(self, tick: Tick) -> None:
+        self(tick)
+
+    def on_event(self, event: RunEvent) -> None:
+        self(event)
 
     def __call__(self, update: Tick | BrokerSample | RunEvent | RunSummary) -> None:
         if self.silenced:
