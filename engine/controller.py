@@ -22,7 +22,7 @@ import platform
 import ssl
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +41,7 @@ from collectors.model import BrokerSample
 from engine import topology
 from engine.accounting import data_safety
 from engine.aggregate import SnapshotAggregator
-from engine.change import Change, Setting
+from engine.change import Change
 from engine.commands import (
     ApplyChange,
     ChangeApplied,
@@ -52,6 +52,7 @@ from engine.commands import (
 )
 from engine.errors import FlowdeckError
 from engine.events import EventKind, RunEvent
+from engine.ledger import ChangeLedger, Pending
 from engine.process import (
     DEFAULT_RUNTIME,
     InProcessWorker,
@@ -96,17 +97,6 @@ def resolve_workers(workers: int) -> int:
 def apply_to_settings(settings: Settings, change: Change) -> Settings:
     """Settings with an absolute change applied (pause/resume flip ``paused``)."""
     return apply_change(settings, change)
-
-
-@dataclass
-class _Pending:
-    change: Change
-    requested_at: float
-    source: str
-    waiting_for: set[int]
-    applied: dict[int, float] = field(default_factory=dict)
-    #: Per worker, the publishers and consumers it had connected once it applied the change.
-    clients: dict[int, tuple[int | None, int | None]] = field(default_factory=dict)
 
 
 def _recorder_class() -> type[Recorder]:
@@ -171,11 +161,9 @@ class Controller:
 
         self.settings: Settings = settings_of(spec)
         self._requested_spec = spec  # relative changes resolve against what was asked last
-        self._pending: dict[int, _Pending] = {}
-        self._next_change_id = 1
+        self._ledger = ChangeLedger()
+        self._pending = self._ledger.pending  # the same dict: changes on their way, by id
         self._schedule: list[ScheduleStep] = list(spec.schedule)
-        self._phase = "start"
-        self._phase_index = 0
 
         self._sinks: list[Sink] = []
         self.events: list[RunEvent] = []
@@ -232,18 +220,7 @@ class Controller:
 
     @property
     def pending(self) -> tuple[PendingChange, ...]:
-        hosts = max(1, len(self._hosts))
-        return tuple(
-            PendingChange(
-                change_id=cid,
-                change=p.change,
-                requested_at=p.requested_at,
-                source=p.source,
-                workers_done=len(p.applied),
-                workers_total=len(p.waiting_for) if p.waiting_for else hosts,
-            )
-            for cid, p in sorted(self._pending.items())
-        )
+        return self._ledger.view(len(self._hosts))
 
     @property
     def requested_settings(self) -> Settings:
@@ -314,10 +291,8 @@ class Controller:
         connections_before = topology.connections_needed(self._requested_spec)
         self._requested_spec = self._requested_spec.with_change(change)  # SpecError if bad
         added = topology.connections_needed(self._requested_spec) - connections_before
-        change_id = self._next_change_id
-        self._next_change_id += 1
         now = time.time()
-        self._pending[change_id] = _Pending(change, now, source, set(self._alive))
+        change_id = self._ledger.open(change, source, now, self._alive)
         self._event(
             EventKind.CHANGE_REQUESTED,
             f"change #{change_id} requested by {source}: {change.describe()}",
@@ -655,11 +630,14 @@ class Controller:
                 self._record(lambda recorder: recorder.on_snapshot(message))
                 self._emit(lambda sink: sink.on_snapshot(message))
             elif isinstance(message, ChangeApplied):
-                pending = self._pending.get(message.change_id)
-                if pending is not None:
-                    pending.applied[message.worker] = message.at
-                    pending.clients[message.worker] = (message.publishers, message.consumers)
-                    self._check_applied(message.change_id)
+                self._ledger.worker_applied(
+                    message.change_id,
+                    message.worker,
+                    message.at,
+                    message.publishers,
+                    message.consumers,
+                )
+                self._check_applied(message.change_id)
             elif isinstance(message, WorkerEvent):
                 self._publish_event(message.event)
             elif isinstance(message, WorkerReport):
@@ -718,13 +696,9 @@ class Controller:
         }
 
     def _check_applied(self, change_id: int) -> None:
-        pending = self._pending.get(change_id)
+        pending = self._ledger.complete(change_id, self._alive)
         if pending is None:
             return
-        waiting = pending.waiting_for & self._alive
-        if not waiting <= set(pending.applied):
-            return
-        del self._pending[change_id]
         applied_at = max(pending.applied.values(), default=time.time())
         change, shortfall = self._opened(pending)
         self.settings = apply_to_settings(self.settings, change)
@@ -745,34 +719,27 @@ class Controller:
             change_id=change_id,
             detail=detail,
         )
-        self._phase_index += 1
-        self._phase = (
-            change.label if change.setting is Setting.MARK and change.label else (change.describe())
-        )
+        index, phase = self._ledger.next_phase(change)
         self._event(
             EventKind.PHASE,
-            f"phase {self._phase_index}: {self._phase}",
+            f"phase {index}: {phase}",
             at=applied_at,
             change_id=change_id,
-            detail={"index": self._phase_index, "label": self._phase},
+            detail={"index": index, "label": phase},
         )
 
-    def _opened(self, pending: _Pending) -> tuple[Change, str]:
+    def _opened(self, pending: Pending) -> tuple[Change, str]:
         """The change as it took effect, and what fell short of what was asked ('' if
         nothing): a publishers/consumers change counts the clients the workers opened."""
         change = pending.change
-        if change.setting not in (Setting.PUBLISHERS, Setting.CONSUMERS) or change.value is None:
+        opened = pending.opened_clients()
+        if opened is None or change.value is None:
             return change, ""
-        role = 0 if change.setting is Setting.PUBLISHERS else 1
-        counts = [clients[role] for clients in pending.clients.values()]
-        if not counts or any(count is None for count in counts):
-            return change, ""
-        opened = sum(count for count in counts if count is not None)
         asked = int(change.value)
         if opened >= asked:
             return change, ""
         # Later relative changes (publishers=+10) count from what is open, not from the ask.
-        if not any(p.change.setting is change.setting for p in self._pending.values()):
+        if not self._ledger.waiting_on(change.setting):
             self._requested_spec = self._requested_spec.with_change(replace(change, value=opened))
         return replace(change, value=opened), (
             f" ({asked} asked, {opened} connected: the broker took no more connections; "
@@ -842,8 +809,8 @@ class Controller:
             settings=self.settings,
             pending=self.pending,
             latency=agg.latency,
-            phase=self._phase,
-            phase_index=self._phase_index,
+            phase=self._ledger.phase,
+            phase_index=self._ledger.phase_index,
             next_step_at=step.at if step else None,
             next_step=step.change if step else None,
             workers=len(self._alive),
@@ -917,7 +884,7 @@ class Controller:
             confirm_rate=safety.confirmed / load_seconds,
             consume_rate=safety.consumed / load_seconds,
             latency=self._aggregator.run_latency(),
-            phases=self._phase_index + 1,
+            phases=self._ledger.phase_index + 1,
             session_dir=str(self.session_dir) if self.session_dir else None,
             recording_error=self._recording_error,
             errors=tuple(dict.fromkeys(mask_text(e) for e in errors)),
