@@ -11,14 +11,18 @@ tick, and the run keeps a merged histogram of everything for the summary.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from hdrh.histogram import HdrHistogram
 
 from engine.latency import LATENCY_KEYS, LatencyKey, decode, new_histogram
-from engine.progress import Percentiles
-from engine.snapshot import ClientSnapshot, Counters
+from engine.progress import PendingChange, Percentiles, Tick
+from engine.snapshot import ClientSnapshot, Counters, Settings
+
+if TYPE_CHECKING:
+    from engine.spec import ScheduleStep
 
 #: Seconds after which a worker's last snapshot no longer gives a current rate.
 STALE_AFTER = 2.5
@@ -168,3 +172,54 @@ class SnapshotAggregator:
     def run_latency(self) -> dict[LatencyKey, Percentiles]:
         """Percentiles over every latency measured in the run so far."""
         return latency_percentiles(self._run_latency)
+
+
+def assemble_tick(
+    agg: Aggregate,
+    *,
+    at: float,
+    started_at: float,
+    duration: float,
+    settings: Settings,
+    pending: Sequence[PendingChange],
+    phase: str,
+    phase_index: int,
+    next_step: ScheduleStep | None,
+    workers: int,
+    final: Counters | None = None,
+) -> Tick:
+    """The Tick the screen shows, from one tick's aggregate and what the controller keeps.
+
+    The one place a Tick is put together, for the live run (the controller) and for a
+    recorded one read back (the session reader), so both show the same. Before anything is
+    published the workers' targets are not in yet, so the rate asked for (spec rate times
+    publishers) stands in. ``final`` replaces the totals with the workers' end-of-run
+    reports (later than their last snapshots).
+    """
+    target = agg.target_rate
+    if not agg.totals.published and target == 0 and not settings.paused:
+        target = settings.rate * settings.publishers
+    return Tick(
+        at=at,
+        elapsed=at - started_at,
+        duration=duration,
+        target_rate=target,
+        publish_rate=agg.rates.publish,
+        confirm_rate=agg.rates.confirm,
+        consume_rate=agg.rates.consume,
+        nack_rate=agg.rates.nack,
+        return_rate=agg.rates.ret,
+        totals=final if final is not None else agg.totals,
+        pending_confirms=agg.pending_confirms,
+        unacked=agg.unacked,
+        connections=agg.connections,
+        blocked=agg.blocked,
+        settings=settings,
+        pending=tuple(pending),
+        latency=agg.latency,
+        phase=phase,
+        phase_index=phase_index,
+        next_step_at=next_step.at if next_step else None,
+        next_step=next_step.change if next_step else None,
+        workers=workers,
+    )

@@ -40,7 +40,7 @@ from collectors.management import DEFAULT_STATISTICS_INTERVAL
 from collectors.model import BrokerSample
 from engine import topology
 from engine.accounting import data_safety
-from engine.aggregate import SnapshotAggregator
+from engine.aggregate import SnapshotAggregator, assemble_tick
 from engine.change import Change
 from engine.commands import (
     ApplyChange,
@@ -787,34 +787,22 @@ class Controller:
         for error in agg.errors:
             if error not in self._errors:
                 self._errors.append(error)
-        step = self.next_step
-        target = agg.target_rate
-        if not self._aggregator.totals.published and target == 0 and not self.settings.paused:
-            target = self.settings.rate * self.settings.publishers
-        tick = Tick(
+        tick = assemble_tick(
+            agg,
             at=now,
-            elapsed=now - self.started_at,
+            started_at=self.started_at,
             duration=self.spec.duration,
-            target_rate=target,
-            publish_rate=agg.rates.publish,
-            confirm_rate=agg.rates.confirm,
-            consume_rate=agg.rates.consume,
-            nack_rate=agg.rates.nack,
-            return_rate=agg.rates.ret,
-            totals=final if final is not None else agg.totals,
-            pending_confirms=agg.pending_confirms,
-            unacked=agg.unacked,
-            connections=agg.connections,
-            blocked=agg.blocked,
             settings=self.settings,
             pending=self.pending,
-            latency=agg.latency,
             phase=self._ledger.phase,
             phase_index=self._ledger.phase_index,
-            next_step_at=step.at if step else None,
-            next_step=step.change if step else None,
+            next_step=self.next_step,
             workers=len(self._alive),
+            final=final,
         )
+        # The session keeps when each tick was taken and which snapshots it had, so a
+        # recording reads back with exactly these ticks.
+        self._record(lambda recorder: recorder.on_tick(tick))
         self.last_tick = tick
         self._emit(lambda sink: sink.on_tick(tick))
         return tick

@@ -10,6 +10,8 @@ A session is a directory (documented column by column in ``docs/session-format.m
         broker/part-NNNNN.parquet     per broker poll (BROKER_SCHEMA)
         queues/part-NNNNN.parquet     per broker poll per queue (QUEUE_SCHEMA)
         prometheus/part-NNNNN.parquet the run window's Prometheus range query (PROMETHEUS_SCHEMA)
+        ticks/part-NNNNN.parquet      per controller tick, with the client rows it had (TICK_SCHEMA)
+        nodes/part-NNNNN.parquet      per broker poll per node (NODE_SCHEMA)
 
 Parts are written to a hidden temporary name (``.part-NNNNN.parquet.tmp``, which Spark and
 :func:`part_files` skip), synced and renamed into place, so every part file that exists
@@ -19,7 +21,10 @@ incomplete.
 Versions: a reader reads every older version and newer minor versions (extra columns are
 dropped by :func:`conform`); it refuses a newer major version. 1.1 added the client
 table's ``errors`` column (null in 1.0 sessions) and the manifest's ``recording_error``;
-1.2 the ``drain`` event, where publishing stopped and the consumers' drain began.
+1.2 the ``drain`` event, where publishing stopped and the consumers' drain began; 1.3 the
+``ticks`` table (when the controller ticked and which snapshots each tick had) and the
+``nodes`` table (each broker node's own figures). Sessions before 1.3 have neither: the
+tables read empty and readers fall back (ticks on whole seconds, one summed node).
 This module imports only pyarrow and the standard library: the Spark report job may use
 it and nothing else of flowdeck.
 """
@@ -35,7 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "1.2"
+SCHEMA_VERSION = "1.3"
 SCHEMA_MAJOR = 1
 
 MANIFEST = "manifest.json"
@@ -45,6 +50,8 @@ LATENCY_DIR = "latency"
 BROKER_DIR = "broker"
 QUEUES_DIR = "queues"
 PROMETHEUS_DIR = "prometheus"
+TICKS_DIR = "ticks"
+NODES_DIR = "nodes"
 PART_PATTERN = "part-{:05d}.parquet"
 
 # Outcomes in the manifest.
@@ -167,12 +174,49 @@ PROMETHEUS_SCHEMA = pa.schema(
     ]
 )
 
+#: One row per tick of the controller (format 1.3): the screen's ticks are the workers'
+#: snapshots aggregated at these times, so a reader that replays the first ``snapshots``
+#: client rows (in writing order) into each tick rebuilds the live tick exactly.
+TICK_SCHEMA = pa.schema(
+    [
+        pa.field("ts", TIMESTAMP, nullable=False),  # when the controller ticked
+        pa.field("elapsed_s", pa.float64(), nullable=False),  # since run start
+        # client rows the controller had received by this tick, counted from the run's start
+        pa.field("snapshots", pa.int64(), nullable=False),
+    ]
+)
+
+#: One row per node per broker poll (format 1.3); the broker table keeps the cluster's sums.
+NODE_SCHEMA = pa.schema(
+    [
+        pa.field("ts", TIMESTAMP, nullable=False),  # the poll's, as its broker row
+        pa.field("elapsed_s", pa.float64(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("node", pa.string(), nullable=False),
+        pa.field("mem_used", pa.int64()),  # bytes
+        pa.field("mem_limit", pa.int64()),
+        pa.field("mem_alarm", pa.bool_(), nullable=False),
+        pa.field("disk_free", pa.int64()),
+        pa.field("disk_free_limit", pa.int64()),
+        pa.field("disk_alarm", pa.bool_(), nullable=False),
+        pa.field("fd_used", pa.int64()),
+        pa.field("fd_total", pa.int64()),
+        pa.field("sockets_used", pa.int64()),
+        pa.field("sockets_total", pa.int64()),
+        pa.field("running", pa.bool_(), nullable=False),
+        # when the node computed its figures, since run start (may be negative); null if unsaid
+        pa.field("figures_elapsed_s", pa.float64()),
+    ]
+)
+
 TABLES: dict[str, pa.Schema] = {
     CLIENT_DIR: CLIENT_SCHEMA,
     LATENCY_DIR: LATENCY_SCHEMA,
     BROKER_DIR: BROKER_SCHEMA,
     QUEUES_DIR: QUEUE_SCHEMA,
     PROMETHEUS_DIR: PROMETHEUS_SCHEMA,
+    TICKS_DIR: TICK_SCHEMA,
+    NODES_DIR: NODE_SCHEMA,
 }
 
 

@@ -32,7 +32,7 @@ import pyarrow.csv as pacsv
 from hdrh.histogram import HdrHistogram
 
 from collectors.model import BrokerSample, NodeSample, QueueSample, SourceName
-from engine.aggregate import SnapshotAggregator
+from engine.aggregate import SnapshotAggregator, assemble_tick
 from engine.change import Change, Setting
 from engine.errors import FlowdeckError, SpecError
 from engine.events import EventKind, RunEvent
@@ -331,7 +331,7 @@ class Session:
         summary holds without ``acked``).
         """
         snapshots = self.client_snapshots()
-        times = self._tick_times(snapshots)
+        times, taken = self._tick_times(snapshots)
         if not times:
             return []
         start = self.manifest.start
@@ -350,7 +350,11 @@ class Session:
         next_snapshot = next_event = 0
         for number, at in enumerate(times):
             last = number == len(times) - 1 and self.manifest.end is not None
-            while next_snapshot < len(snapshots) and (last or snapshots[next_snapshot].at <= at):
+            while next_snapshot < len(snapshots) and (
+                next_snapshot < taken[number]
+                if taken
+                else last or snapshots[next_snapshot].at <= at
+            ):
                 aggregator.add(snapshots[next_snapshot])
                 next_snapshot += 1
             while next_event < len(events) and events[next_event][0] <= at:
@@ -380,37 +384,18 @@ class Session:
                     phase = str(detail.get("label") or event.message)
                 elif event.kind is EventKind.ERROR and isinstance(detail.get("worker"), int):
                     failed.add(int(detail["worker"]))
-            agg = aggregator.tick(at)
-            target = agg.target_rate
-            # As the controller: before anything is published the workers' targets are not
-            # in yet, so the rate asked for stands in.
-            if not aggregator.totals.published and target == 0 and not settings.paused:
-                target = settings.rate * settings.publishers
             fired = max(scheduled, sum(1 for s in schedule if start + s.at <= at))
-            step = schedule[fired] if fired < len(schedule) else None
             ticks.append(
-                Tick(
+                assemble_tick(
+                    aggregator.tick(at),
                     at=at,
-                    elapsed=at - start,
+                    started_at=start,
                     duration=duration,
-                    target_rate=target,
-                    publish_rate=agg.rates.publish,
-                    confirm_rate=agg.rates.confirm,
-                    consume_rate=agg.rates.consume,
-                    nack_rate=agg.rates.nack,
-                    return_rate=agg.rates.ret,
-                    totals=agg.totals,
-                    pending_confirms=agg.pending_confirms,
-                    unacked=agg.unacked,
-                    connections=agg.connections,
-                    blocked=agg.blocked,
                     settings=settings,
-                    pending=tuple(requested[c] for c in sorted(requested)),
-                    latency=agg.latency,
+                    pending=[requested[c] for c in sorted(requested)],
                     phase=phase,
                     phase_index=phase_index,
-                    next_step_at=step.at if step else None,
-                    next_step=step.change if step else None,
+                    next_step=schedule[fired] if fired < len(schedule) else None,
                     # Every worker has reported (or failed) by the run's last tick.
                     workers=0 if last else len(hosts - failed),
                 )
@@ -420,11 +405,11 @@ class Session:
     def broker_samples(self) -> list[BrokerSample]:
         """Every broker poll as the BrokerSample the live screen had, with its queues.
 
-        Sample and queue figures read back as they were. Per-node figures are recorded as
-        the cluster's (memory summed, smallest disk free, largest disk limit, alarms of any
-        node), so they read back as one node named :data:`RECORDED_NODES`; the nodes'
-        names, descriptors, sockets and own figure times, and the broker and Erlang versions
-        (in the manifest), are not in the broker table.
+        Sample, queue and node figures read back as they were (nodes from the nodes table,
+        format 1.3). Sessions before 1.3 hold the nodes' figures only as the cluster's
+        (memory summed, smallest disk free, largest disk limit, alarms of any node), so
+        they read back as one node named :data:`RECORDED_NODES`. The broker and Erlang
+        versions are in the manifest, not on each sample.
         """
         broker = self.table(fmt.BROKER_DIR)
         if broker.num_rows == 0:
@@ -444,6 +429,7 @@ class Session:
                     deliver_rate=row["deliver_rate"],
                 )
             )
+        nodes_at = self._recorded_nodes()
         samples = []
         for row in broker.to_pylist():
             elapsed = float(row["elapsed_s"])
@@ -454,11 +440,13 @@ class Session:
                 for name in ("mem_used", "mem_limit", "disk_free", "disk_free_limit")
             }
             alarms = {"mem_alarm": bool(row["mem_alarm"]), "disk_alarm": bool(row["disk_alarm"])}
-            nodes = (
+            nodes: tuple[NodeSample, ...] = (
                 (NodeSample(RECORDED_NODES, **node_figures, **alarms),)
                 if any(v is not None for v in node_figures.values()) or any(alarms.values())
                 else ()
             )
+            if nodes_at is not None:
+                nodes = tuple(nodes_at.get((elapsed, str(row["source"])), ()))
             samples.append(
                 BrokerSample(
                     source=source,
@@ -481,6 +469,35 @@ class Session:
                 )
             )
         return samples
+
+    def _recorded_nodes(self) -> dict[tuple[float, str], list[NodeSample]] | None:
+        """Each poll's nodes keyed like its broker row (elapsed_s, source); None for a
+        session that did not record nodes (before format 1.3)."""
+        if _older_than(self.manifest.schema_version, (1, 3)):
+            return None
+        nodes_at: dict[tuple[float, str], list[NodeSample]] = defaultdict(list)
+        for row in self.table(fmt.NODES_DIR).to_pylist():
+            figures_elapsed = row["figures_elapsed_s"]
+            nodes_at[(float(row["elapsed_s"]), str(row["source"]))].append(
+                NodeSample(
+                    name=row["node"],
+                    mem_used=row["mem_used"],
+                    mem_limit=row["mem_limit"],
+                    mem_alarm=bool(row["mem_alarm"]),
+                    disk_free=row["disk_free"],
+                    disk_free_limit=row["disk_free_limit"],
+                    disk_alarm=bool(row["disk_alarm"]),
+                    fd_used=row["fd_used"],
+                    fd_total=row["fd_total"],
+                    sockets_used=row["sockets_used"],
+                    sockets_total=row["sockets_total"],
+                    running=bool(row["running"]),
+                    figures_at=None
+                    if figures_elapsed is None
+                    else self.manifest.start + figures_elapsed,
+                )
+            )
+        return nodes_at
 
     def _latency_blobs(self) -> dict[tuple[int, float], dict[LatencyKey, bytes]]:
         """Each snapshot's recorded latency buckets as encoded histograms, keyed like the
@@ -506,22 +523,33 @@ class Session:
             for where, per_key in histograms.items()
         }
 
-    def _tick_times(self, snapshots: Sequence[ClientSnapshot]) -> list[float]:
-        """When the controller ticked: each whole second after start while publishing went
-        on (as its loop: ``start + 1``, ``+ 2`` ...), and once more at the end."""
+    def _tick_times(self, snapshots: Sequence[ClientSnapshot]) -> tuple[list[float], list[int]]:
+        """When the controller ticked, and how many client rows each tick had taken in.
+
+        From the ticks table (format 1.3) as recorded. Older sessions did not record it: then
+        each whole second after start while publishing went on (as the controller's loop:
+        ``start + 1``, ``+ 2`` ...) and once more at the end, with no counts (the caller
+        takes the snapshots taken by each time).
+        """
         start = self.manifest.start
+        recorded = self.table(fmt.TICKS_DIR)
+        if recorded.num_rows:
+            return (
+                [start + float(e) for e in recorded.column("elapsed_s").to_pylist()],
+                [int(n) for n in recorded.column("snapshots").to_pylist()],
+            )
         end = self.manifest.end
         drain = next((e.at for e in self.events if e.kind is EventKind.DRAIN), None)
         last_snapshot = max((s.at for s in snapshots), default=None)
         load_end = drain if drain is not None else end if end is not None else last_snapshot
         if load_end is None:
-            return []
+            return [], []
         times = [start + second for second in range(1, int(load_end - start) + 1)]
         while times and times[-1] > load_end:
             times.pop()
         if end is not None and (not times or end > times[-1]):
             times.append(end)
-        return times
+        return times, []
 
     def _recorded_spec(self) -> RunSpec | None:
         """The run's spec from the manifest; None when this flowdeck cannot read it back."""
@@ -585,6 +613,15 @@ class Session:
                 torn += 1
         self.torn_event_lines = torn
         return events
+
+
+def _older_than(version: str, than: tuple[int, int]) -> bool:
+    """True for a format version before ``than`` (an unreadable one counts as older)."""
+    try:
+        major, minor = (int(part) for part in version.split(".")[:2])
+    except ValueError:
+        return True
+    return (major, minor) < than
 
 
 def _recorded_change(detail: dict[str, Any] | Any) -> Change | None:

@@ -216,7 +216,7 @@ _BASES = pa.array([basis.value for _, basis in LATENCY_KEYS], type=pa.string())
 class Recorder:
     """Records one run as a session directory under ``root`` (see ``format``).
 
-    Call :meth:`start` once, then :meth:`snapshot`, :meth:`broker`, :meth:`event` and
+    Call :meth:`start` once, then :meth:`snapshot`, :meth:`tick`, :meth:`broker`, :meth:`event` and
     :meth:`prometheus_range` as the run goes, and :meth:`close` once at the end. Every
     method may be called after a disk error: it then does nothing. ``error`` says why
     recording stopped; ``session_dir`` is where the session is (or would have been).
@@ -253,6 +253,8 @@ class Recorder:
         self._broker_rows: list[tuple[Any, ...]] = []
         self._queue_rows: list[tuple[Any, ...]] = []
         self._prometheus_rows: list[tuple[float, str, str, float]] = []
+        self._tick_rows: list[tuple[Any, ...]] = []
+        self._node_rows: list[tuple[Any, ...]] = []
         self._next_part: dict[str, int] = dict.fromkeys(fmt.TABLES, 0)
         self._last_flush = time.monotonic()
         self._jobs: queue.Queue[tuple[Path, Callable[[], pa.Table]] | None] = queue.Queue()
@@ -399,9 +401,41 @@ class Recorder:
                 )
                 for q in sample.queues
             )
+            self._node_rows.extend(
+                (
+                    ts_us,
+                    elapsed,
+                    sample.source,
+                    n.name,
+                    n.mem_used,
+                    n.mem_limit,
+                    n.mem_alarm,
+                    n.disk_free,
+                    n.disk_free_limit,
+                    n.disk_alarm,
+                    n.fd_used,
+                    n.fd_total,
+                    n.sockets_used,
+                    n.sockets_total,
+                    n.running,
+                    None
+                    if n.figures_at is None
+                    else n.figures_at - (self.started_at or n.figures_at),
+                )
+                for n in nodes
+            )
         except Exception as exc:
             self._fail(f"recording stopped: cannot record a broker sample: {exc!r}")
             return
+        self._flush_if_due()
+
+    def tick(self, at: float) -> None:
+        """The controller ticked at ``at`` with every snapshot recorded so far: a tick row, so
+        a reader rebuilds each tick from exactly the snapshots it had."""
+        if not self._recording():
+            return
+        elapsed = at - (self.started_at or at)
+        self._tick_rows.append((_ts_us(at), elapsed, self.snapshots_recorded))
         self._flush_if_due()
 
     def event(self, event: RunEvent) -> None:
@@ -504,7 +538,7 @@ class Recorder:
         self.snapshot(snapshot)
 
     def on_tick(self, tick: Tick) -> None:
-        """Ticks are not kept: the session holds the snapshots they are made of."""
+        self.tick(tick.at)
 
     def on_event(self, event: RunEvent) -> None:
         self.event(event)
@@ -545,6 +579,12 @@ class Recorder:
         if self._queue_rows:
             queue_rows, self._queue_rows = self._queue_rows, []
             self._queue_part(fmt.QUEUES_DIR, lambda: _rows_table(queue_rows, fmt.QUEUE_SCHEMA))
+        if self._tick_rows:
+            tick_rows, self._tick_rows = self._tick_rows, []
+            self._queue_part(fmt.TICKS_DIR, lambda: _rows_table(tick_rows, fmt.TICK_SCHEMA))
+        if self._node_rows:
+            node_rows, self._node_rows = self._node_rows, []
+            self._queue_part(fmt.NODES_DIR, lambda: _rows_table(node_rows, fmt.NODE_SCHEMA))
         if self._prometheus_rows:
             prometheus, self._prometheus_rows = self._prometheus_rows, []
             self._queue_part(
