@@ -9,10 +9,12 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from _synthetic import SPEC, SyntheticWorker, broker_sample
 
 from engine.latency import LatencyKind, SendBasis
 from engine.recording import format as fmt
-from engine.recording.reader import list_sessions, open_session
+from engine.recording.reader import RECORDED_NODES, list_sessions, open_session
+from engine.recording.recorder import Recorder
 from engine.snapshot import Counters
 from tui.cli import main
 
@@ -41,6 +43,57 @@ def test_format_1_0_session_reads() -> None:
     assert (latency.count, latency.p50, latency.p95, latency.max) == (900, 2.047, 8.191, 8.191)
     assert session.table(fmt.BROKER_DIR).num_rows == 0  # a table with no parts is empty
     assert session.phases == 1
+
+
+def record_ticked_run(root: Path) -> tuple[Path, float]:
+    """Three seconds of one worker, its ticks a little after each snapshot, one poll each."""
+    recorder = Recorder(root, SPEC, flush_seconds=0.0)
+    start = 1_700_000_000.0
+    recorder.start(start)
+    worker = SyntheticWorker(0)
+    for second in range(1, 4):
+        recorder.snapshot(worker.snapshot(start + second + 0.002, published=100))
+        recorder.tick(start + second + 0.001)  # before the snapshot's own time
+        recorder.broker(broker_sample(start + second + 0.5))
+    recorder.tick(start + 3.7)
+    recorder.close("completed", {}, start + 3.7)
+    return recorder.session_dir, start
+
+
+def test_format_1_3_reads_tick_times_and_nodes(tmp_path: Path) -> None:
+    path, start = record_ticked_run(tmp_path)
+    session = open_session(path)
+    assert session.manifest.schema_version == fmt.SCHEMA_VERSION == "1.3"
+    ticks = session.ticks()
+    assert [t.at for t in ticks] == [start + 1.001, start + 2.001, start + 3.001, start + 3.7]
+    # Each tick has the snapshots the controller had, though taken a millisecond later.
+    assert [t.totals.published for t in ticks] == [100, 200, 300, 300]
+    samples = session.broker_samples()
+    assert [n.name for n in samples[0].nodes] == ["rabbit@a", "rabbit@b"]
+    assert samples[0].nodes == broker_sample(start + 1.5).nodes
+
+
+def test_session_before_1_3_reads_with_whole_second_ticks_and_one_summed_node(
+    tmp_path: Path,
+) -> None:
+    path, start = record_ticked_run(tmp_path)
+    shutil.rmtree(path / fmt.TICKS_DIR)
+    shutil.rmtree(path / fmt.NODES_DIR)
+    manifest = json.loads((path / fmt.MANIFEST).read_text())
+    manifest["schema_version"] = "1.2"
+    (path / fmt.MANIFEST).write_text(json.dumps(manifest))
+    session = open_session(path)
+    assert session.table(fmt.TICKS_DIR).num_rows == session.table(fmt.NODES_DIR).num_rows == 0
+    ticks = session.ticks()
+    assert [t.at for t in ticks] == [start + 1, start + 2, start + 3, start + 3.7]
+    assert [t.totals.published for t in ticks] == [0, 100, 200, 300]
+    (node,) = session.broker_samples()[0].nodes
+    assert (node.name, node.mem_used, node.mem_alarm) == (RECORDED_NODES, 300, True)
+
+
+def test_format_1_0_session_replays() -> None:
+    ticks = open_session(OLD_SESSION).ticks()
+    assert ticks and ticks[-1].totals.published == 1500
 
 
 def test_newer_minor_version_reads_and_drops_columns_it_does_not_know(tmp_path: Path) -> None:
