@@ -19,24 +19,15 @@ import contextlib
 import logging
 import os
 import platform
-import ssl
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collectors import (
-    BrokerWatch,
-    ManagementCollector,
-    PrometheusCollector,
-    SourceError,
-    credentials_from_uri,
-    management_url_for,
-)
+from collectors import credentials_from_uri, management_url_for
 from collectors.broker_uri import mask_text
-from collectors.management import DEFAULT_STATISTICS_INTERVAL
 from collectors.model import BrokerSample
 from engine import topology
 from engine.accounting import data_safety
@@ -63,10 +54,11 @@ from engine.process import (
 )
 from engine.progress import DataSafety, PendingChange, RunSummary, Tick
 from engine.settings import apply_change, steerable
-from engine.sinks import Listener, ListenerSink, RunStarted, Sink, Update
+from engine.sinks import Listener, ListenerSink, PrometheusRow, RunStarted, Sink, Update
 from engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport, settings_of
+from engine.sources import BrokerSources
 from engine.spec import RunSpec, ScheduleStep
-from engine.tls import INSECURE_WARNING, http_context, tls_options
+from engine.tls import INSECURE_WARNING, tls_options
 
 if TYPE_CHECKING:
     from engine.recording.recorder import Recorder
@@ -150,13 +142,11 @@ class Controller:
         self._management_user = management_user or user
         self._management_password = management_password or password
         self.prometheus_url = prometheus_url or spec.prometheus_url or None
-        self._management_mismatch = ""
         self._sessions_root = sessions_root
         self._workers = resolve_workers(spec.workers if workers is None else workers)
         self._runtime = runtime
         self._drain_seconds = drain_seconds
         self._cleanup = cleanup
-        self._statistics_interval = statistics_interval
         self._skip_capacity_check = skip_capacity_check
 
         self.settings: Settings = settings_of(spec)
@@ -186,13 +176,20 @@ class Controller:
         self._load_ended_at = 0.0
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
-        self._collectors_stop = asyncio.Event()
         self._finishing: asyncio.Task[RunSummary] | None = None
-        self._alarms: dict[tuple[str, str], bool] = {}  # (source, alarm): both sources say
-        self._prometheus: PrometheusCollector | None = None
-        self._stale: dict[str, str] = {}
-        self._http_verify: ssl.SSLContext | bool = True
-        self._management_sample: BrokerSample | None = None  # last fresh one
+        self._sources = BrokerSources(
+            spec,
+            uri=uri,
+            vhost=self._vhost,
+            management_url=self.management_url,
+            management_user=self._management_user,
+            management_password=self._management_password,
+            prometheus_url=self.prometheus_url,
+            statistics_interval=statistics_interval,
+            on_sample=self._on_broker_sample,
+            on_event=self._publish_event,
+            on_range=self._on_prometheus_range,
+        )
 
     # -- public API ------------------------------------------------------------------------
 
@@ -246,10 +243,7 @@ class Controller:
             raise FlowdeckError("this run was already started; make a new Controller")
         self._state = "starting"
         try:
-            # Off the loop: a CA bundle (~75 ms) and pyarrow (~0.5 s) are read from disk, and
-            # a front-end sharing this loop (the cockpit) must keep answering meanwhile.
-            self._http_verify = await asyncio.to_thread(http_context, self._uri)
-            await self._check_capacity()
+            await self._sources.check_capacity(skip=self._skip_capacity_check)
             await topology.declare(self.spec, self._uri)
             await self._start_recorder()
             await self._start_workers()
@@ -258,6 +252,8 @@ class Controller:
             for host in self._hosts.values():
                 host.kill()
             self._close_recorder(OUTCOME_FAILED, {}, time.time(), "the run could not start")
+            with contextlib.suppress(Exception):
+                await self._sources.aclose()
             raise
         self._state = "running"
         if tls_options(self._uri).insecure:
@@ -277,8 +273,7 @@ class Controller:
             detail={"index": 0, "label": "start"},
         )
         self._tasks.append(asyncio.create_task(self._run_loop(), name="flowdeck-controller"))
-        self._start_collectors()
-        self._start_prometheus()
+        await self._sources.start()
 
     def request(self, change: Change, source: str = "operator") -> int:
         """Send a change to every worker; its id. Relative values resolve against the
@@ -316,7 +311,7 @@ class Controller:
         The broker's figures lag (a statistics interval or two) behind connections just
         opened, but it uses at least one socket and descriptor per connection the workers
         have open right now, so that count is a floor under its figures."""
-        sample = self._management_sample
+        sample = self._sources.management_sample
         nodes = [n for n in sample.nodes if n.running] if sample is not None else []
         own = self.last_tick.connections if self.last_tick is not None else 0
         free: list[tuple[int, str]] = []
@@ -384,104 +379,6 @@ class Controller:
 
     # -- start -----------------------------------------------------------------------------
 
-    async def _check_management_matches(self) -> None:
-        """Turn the broker panels off, saying why, when the management API answers for a
-        broker other than the one the run uses (its AMQP listeners lack the run's port).
-        """
-        ports = await topology.amqp_listener_ports(
-            self.management_url,
-            self._management_user,
-            self._management_password,
-            verify=self._http_verify,
-        )
-        port = topology.amqp_port(self._uri)
-        if ports and port not in ports:
-            self._management_mismatch = (
-                f"management API at {self.management_url} belongs to a broker listening for "
-                f"AMQP on {', '.join(map(str, sorted(ports)))}, not on {port} as this run's "
-                "broker does; broker figures are off for this run: give the right "
-                "management URL (--management-url)"
-            )
-
-    async def _check_capacity(self) -> None:
-        """Refuse a run the broker has no sockets for, on figures fresh enough to trust.
-
-        Figures that say the run does not fit are read again for up to two statistics
-        intervals (they may still count the sockets of a run that just ended). When the
-        figures cannot be read at all, a run of more than
-        ``topology.UNCHECKED_CONNECTIONS_LIMIT`` connections is refused and a smaller one
-        goes on with a warning; ``skip_capacity_check`` turns every refusal into a warning.
-        """
-        await self._check_management_matches()
-        if self._management_mismatch:
-            self._capacity_unknown(
-                f"the management API at {self.management_url} belongs to another broker"
-            )
-            return
-        interval = self._statistics_interval or DEFAULT_STATISTICS_INTERVAL
-        needed = topology.connections_needed(self.spec)
-
-        def note_wait(nodes: list[topology.Capacity]) -> None:
-            free, total = topology.free_sockets(nodes)
-            self._event(
-                EventKind.INFO,
-                f"the broker shows {free} of {total} sockets free for the run's {needed} "
-                f"connections; its figures may be up to {interval:g} s old, so they are read "
-                f"again for up to {2 * interval + 1:g} s before the run is refused",
-                detail={"sockets_free": free, "sockets_total": total, "needed": needed},
-            )
-
-        try:
-            if self._skip_capacity_check:
-                nodes = await topology.node_capacity(
-                    self.management_url,
-                    self._management_user,
-                    self._management_password,
-                    verify=self._http_verify,
-                )
-            else:
-                nodes = await topology.settled_capacity(
-                    self.spec,
-                    self.management_url,
-                    self._management_user,
-                    self._management_password,
-                    settle_seconds=2 * interval + 1,
-                    verify=self._http_verify,
-                    on_wait=note_wait,
-                )
-        except topology.CapacityUnknown as unknown:
-            self._capacity_unknown(f"management API at {self.management_url}: {unknown.reason}")
-            return
-        if self._skip_capacity_check and not topology.capacity_fits(self.spec, nodes):
-            free, total = topology.free_sockets(nodes)
-            self._event(
-                EventKind.INFO,
-                f"warning: the run opens {needed} connections but the broker has {free} of "
-                f"{total} sockets free; going on as asked (--skip-capacity-check): the "
-                "connections past the limit will hang until they time out",
-                detail={"sockets_free": free, "sockets_total": total, "needed": needed},
-            )
-            return
-        topology.check_capacity(self.spec, nodes)
-
-    def _capacity_unknown(self, reason: str) -> None:
-        """The socket limit could not be read: refuse a large run, warn about a small one."""
-        needed = topology.connections_needed(self.spec)
-        limit = topology.UNCHECKED_CONNECTIONS_LIMIT
-        if needed > limit and not self._skip_capacity_check:
-            raise FlowdeckError(
-                f"the run opens {needed} connections and the broker's socket limit could not "
-                f"be checked ({reason}); give a management API that answers for this broker "
-                f"(--management-url, --management-user, --management-password), open at most "
-                f"{limit} connections, or go on anyway with --skip-capacity-check"
-            )
-        self._event(
-            EventKind.INFO,
-            f"warning: the broker's socket limit was not checked ({reason}): the run opens "
-            f"{needed} connections unchecked",
-            detail={"needed": needed},
-        )
-
     async def _start_recorder(self) -> None:
         if self._sessions_root is None:
             return
@@ -541,86 +438,6 @@ class Controller:
             worker=worker, workers=workers, spec=self.spec, start_at=self.started_at, uri=self._uri
         )
 
-    def _start_collectors(self) -> None:
-        if self._management_mismatch:
-            self._event(EventKind.SOURCE_STALE, self._management_mismatch)
-            return
-        try:
-            source = ManagementCollector(
-                self.management_url,
-                username=self._management_user,
-                password=self._management_password,
-                vhost=self._vhost,
-                queue_names=list(self.spec.queue_names),
-                verify=self._http_verify,
-                statistics_interval=self._statistics_interval,
-            )
-            watch = BrokerWatch(source, self._on_broker_sample)
-        except Exception as exc:
-            self._event(EventKind.SOURCE_STALE, f"management API not watched: {exc}")
-            return
-        self._tasks.append(
-            asyncio.create_task(self._watch(watch, source), name="flowdeck-management")
-        )
-
-    async def _watch(self, watch: BrokerWatch, source: ManagementCollector) -> None:
-        try:
-            await watch.run(self._collectors_stop)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a broker-side source never stops the run
-            self._event(EventKind.SOURCE_STALE, f"management API watch ended: {exc}")
-        finally:
-            with contextlib.suppress(Exception):
-                await source.aclose()
-
-    # -- Prometheus: a second broker source, and its series kept with the session ------------
-
-    def _start_prometheus(self) -> None:
-        """Watch the Prometheus server beside the management API when one is given."""
-        if not self.prometheus_url:
-            return
-        source = PrometheusCollector(
-            self.prometheus_url,
-            queue_names=list(self.spec.queue_names),
-            vhost=self._vhost,
-            queue_type=self.spec.queue_type,
-        )
-        self._prometheus = source
-        watch = BrokerWatch(source, self._on_broker_sample)
-        self._tasks.append(
-            asyncio.create_task(self._watch_prometheus(watch), name="flowdeck-prometheus")
-        )
-
-    async def _watch_prometheus(self, watch: BrokerWatch) -> None:
-        try:
-            await watch.run(self._collectors_stop)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a broker-side source never stops the run
-            self._event(EventKind.SOURCE_STALE, f"Prometheus watch ended: {exc}")
-
-    async def _keep_prometheus_range(self, ended: float) -> None:
-        """Ask Prometheus for the broker's series over the run and hand them to the recorder."""
-        source, self._prometheus = self._prometheus, None
-        if source is None:
-            return
-        try:
-            rows = await source.range_query(self.started_at, ended)
-        except SourceError as exc:
-            self._event(EventKind.SOURCE_STALE, f"Prometheus series of the run not kept: {exc}")
-        else:
-            self._record(lambda recorder: recorder.on_prometheus_range(rows))
-            self._emit(lambda sink: sink.on_prometheus_range(rows))
-            self._event(
-                EventKind.INFO,
-                f"kept {len(rows)} Prometheus samples of the run "
-                f"({len({(m, labels) for _, m, labels, _ in rows})} series)",
-            )
-        finally:
-            with contextlib.suppress(Exception):
-                await source.aclose()
-
     # -- messages from workers and collectors ------------------------------------------------
 
     def _on_message(self, message: WorkerMessage | WorkerFailed) -> None:
@@ -659,30 +476,15 @@ class Controller:
             self._begin_finish(OUTCOME_FAILED, f"worker {failure.worker} failed: {failure.reason}")
 
     def _on_broker_sample(self, sample: BrokerSample) -> None:
+        """A broker sample from the sources, before the events it causes."""
         self.last_broker_sample = sample
         self._record(lambda recorder: recorder.on_broker_sample(sample))
         self._emit(lambda sink: sink.on_broker_sample(sample))
-        source = sample.source
-        if sample.stale_reason != self._stale.get(source, ""):
-            if sample.stale_reason:
-                self._event(EventKind.SOURCE_STALE, f"{source}: {sample.stale_reason}")
-            else:
-                self._event(EventKind.SOURCE_RECOVERED, f"{source} answers again")
-            self._stale[source] = sample.stale_reason
-        if sample.stale:
-            return
-        if source == "management":
-            self._management_sample = sample
-        for alarm, active in (("memory", sample.memory_alarm), ("disk", sample.disk_alarm)):
-            if active != self._alarms.get((source, alarm), False):
-                self._alarms[(source, alarm)] = active
-                kind = EventKind.ALARM_RAISED if active else EventKind.ALARM_CLEARED
-                state = "raised" if active else "cleared"
-                self._event(
-                    kind,
-                    f"{alarm} alarm {state} (from {source})",
-                    detail={"alarm": alarm, "source": source},
-                )
+
+    def _on_prometheus_range(self, rows: Sequence[PrometheusRow]) -> None:
+        """The broker's Prometheus series over the run, kept by the sources at the end."""
+        self._record(lambda recorder: recorder.on_prometheus_range(rows))
+        self._emit(lambda sink: sink.on_prometheus_range(rows))
 
     # -- changes and schedule ------------------------------------------------------------------
 
@@ -840,12 +642,12 @@ class Controller:
         reports = [self._reports[w] for w in sorted(self._reports)]
         final = sum((r.counters for r in reports), Counters()) if reports else None
         self._tick(ended, final)
-        self._collectors_stop.set()
         for task in self._tasks:
             if task is not asyncio.current_task():
                 task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._keep_prometheus_range(ended)
+        await self._sources.stop()
+        await self._sources.keep_range(self.started_at, ended)
         if self._failures and outcome != OUTCOME_FAILED:
             outcome = OUTCOME_FAILED
         safety = (

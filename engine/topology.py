@@ -239,12 +239,9 @@ def check_capacity(spec: RunSpec, nodes: Iterable[Capacity]) -> None:
 
 async def settled_capacity(
     spec: RunSpec,
-    management_url: str,
-    username: str,
-    password: str,
+    api: ManagementCollector,
     *,
     settle_seconds: float,
-    verify: ssl.SSLContext | bool = True,
     on_wait: Callable[[list[Capacity]], None] | None = None,
 ) -> list[Capacity]:
     """The nodes' socket figures, read again while they say the spec does not fit.
@@ -255,11 +252,11 @@ async def settled_capacity(
     does not fit, the figures are read again every half second for up to ``settle_seconds``
     (``on_wait`` is told once, with the first figures, that this is happening). The last
     figures are returned, fitting or not. Raises :class:`CapacityUnknown` like
-    :func:`node_capacity`.
+    :func:`node_capacity`. ``api`` is the caller's management client, asked every time.
     """
 
     async def read() -> list[Capacity]:
-        return await node_capacity(management_url, username, password, verify=verify)
+        return await socket_capacity(api)
 
     nodes = await read()
     if capacity_fits(spec, nodes):

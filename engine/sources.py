@@ -1,0 +1,333 @@
+"""The broker's side of a run: the management API and Prometheus, watched while it goes.
+
+:class:`BrokerSources` owns the broker collectors and their watches. Before the run it
+checks, on its own management client, that the management API answers for the run's
+broker and that the broker has a socket for every connection (the pre-flight). While the
+run goes it hands every broker sample on and turns the samples into events: a source gone
+stale or answering again, an alarm raised or cleared. At the end it keeps the Prometheus
+series of the run window. The controller only wires it: it gives the three callbacks that
+take samples, events and the kept series, and publishes them like its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ssl
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from collectors import (
+    BrokerWatch,
+    ManagementAnswerError,
+    ManagementCollector,
+    PrometheusCollector,
+    SourceError,
+)
+from collectors.broker_uri import mask_text
+from collectors.management import DEFAULT_STATISTICS_INTERVAL
+from collectors.model import BrokerSample
+from engine import topology
+from engine.errors import FlowdeckError
+from engine.events import EventKind, RunEvent
+from engine.sinks import PrometheusRow
+from engine.spec import RunSpec
+from engine.tls import http_context
+
+__all__ = ["BrokerSources"]
+
+
+class BrokerSources:
+    """The run's broker collectors, their watches and the events they give; see the module
+    docstring.
+
+    ``on_sample`` takes every broker sample, before the events it causes; ``on_event`` every
+    event (stale, recovered, alarm edges, pre-flight warnings, the kept series);
+    ``on_range`` the Prometheus rows kept at the end. ``management`` is a collector to use
+    instead of making one (tests that need an odd server); it is closed with the sources.
+    """
+
+    def __init__(
+        self,
+        spec: RunSpec,
+        *,
+        uri: str,
+        vhost: str,
+        management_url: str,
+        management_user: str,
+        management_password: str,
+        prometheus_url: str | None,
+        statistics_interval: float | None,
+        on_sample: Callable[[BrokerSample], None],
+        on_event: Callable[[RunEvent], None],
+        on_range: Callable[[Sequence[PrometheusRow]], None],
+        management: ManagementCollector | None = None,
+    ) -> None:
+        self.spec = spec
+        self._uri = uri
+        self._vhost = vhost
+        self.management_url = management_url
+        self._management_user = management_user
+        self._management_password = management_password
+        self.prometheus_url = prometheus_url
+        self._statistics_interval = statistics_interval
+        self._on_sample = on_sample
+        self._on_event = on_event
+        self._on_range = on_range
+        self._management = management
+        self._prometheus: PrometheusCollector | None = None
+        self._management_mismatch = ""
+        self._stop = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._alarms: dict[tuple[str, str], bool] = {}  # (source, alarm): both sources say
+        self._stale: dict[str, str] = {}
+        self._management_sample: BrokerSample | None = None  # last fresh one
+
+    @property
+    def management_sample(self) -> BrokerSample | None:
+        """The management API's last fresh sample (None before the first)."""
+        return self._management_sample
+
+    # -- before the run --------------------------------------------------------------------
+
+    async def _management_client(self) -> ManagementCollector:
+        """The one management client of the run: the pre-flight's, then the watch's."""
+        if self._management is None:
+            # Off the loop: a CA bundle (~75 ms) is read from disk, and a front-end sharing
+            # this loop (the cockpit) must keep answering meanwhile.
+            verify: ssl.SSLContext | bool = await asyncio.to_thread(http_context, self._uri)
+            self._management = ManagementCollector(
+                self.management_url,
+                username=self._management_user,
+                password=self._management_password,
+                vhost=self._vhost,
+                queue_names=list(self.spec.queue_names),
+                verify=verify,
+                statistics_interval=self._statistics_interval,
+            )
+        return self._management
+
+    async def _check_management_matches(self, api: ManagementCollector) -> None:
+        """Turn the broker panels off, saying why, when the management API answers for a
+        broker other than the one the run uses (its AMQP listeners lack the run's port).
+        """
+        try:
+            ports = await api.amqp_listener_ports()
+        except ManagementAnswerError:
+            return
+        port = topology.amqp_port(self._uri)
+        if ports and port not in ports:
+            self._management_mismatch = (
+                f"management API at {self.management_url} belongs to a broker listening for "
+                f"AMQP on {', '.join(map(str, sorted(ports)))}, not on {port} as this run's "
+                "broker does; broker figures are off for this run: give the right "
+                "management URL (--management-url)"
+            )
+
+    async def check_capacity(self, *, skip: bool = False) -> None:
+        """Refuse a run the broker has no sockets for, on figures fresh enough to trust.
+
+        Figures that say the run does not fit are read again for up to two statistics
+        intervals (they may still count the sockets of a run that just ended). When the
+        figures cannot be read at all, a run of more than
+        ``topology.UNCHECKED_CONNECTIONS_LIMIT`` connections is refused and a smaller one
+        goes on with a warning; ``skip`` (``--skip-capacity-check``) turns every refusal
+        into a warning.
+        """
+        api = await self._management_client()
+        await self._check_management_matches(api)
+        if self._management_mismatch:
+            self._capacity_unknown(
+                f"the management API at {self.management_url} belongs to another broker", skip
+            )
+            return
+        interval = self._statistics_interval or DEFAULT_STATISTICS_INTERVAL
+        needed = topology.connections_needed(self.spec)
+
+        def note_wait(nodes: list[topology.Capacity]) -> None:
+            free, total = topology.free_sockets(nodes)
+            self._event(
+                EventKind.INFO,
+                f"the broker shows {free} of {total} sockets free for the run's {needed} "
+                f"connections; its figures may be up to {interval:g} s old, so they are read "
+                f"again for up to {2 * interval + 1:g} s before the run is refused",
+                detail={"sockets_free": free, "sockets_total": total, "needed": needed},
+            )
+
+        try:
+            if skip:
+                nodes = await topology.socket_capacity(api)
+            else:
+                nodes = await topology.settled_capacity(
+                    self.spec, api, settle_seconds=2 * interval + 1, on_wait=note_wait
+                )
+        except topology.CapacityUnknown as unknown:
+            self._capacity_unknown(
+                f"management API at {self.management_url}: {unknown.reason}", skip
+            )
+            return
+        if skip and not topology.capacity_fits(self.spec, nodes):
+            free, total = topology.free_sockets(nodes)
+            self._event(
+                EventKind.INFO,
+                f"warning: the run opens {needed} connections but the broker has {free} of "
+                f"{total} sockets free; going on as asked (--skip-capacity-check): the "
+                "connections past the limit will hang until they time out",
+                detail={"sockets_free": free, "sockets_total": total, "needed": needed},
+            )
+            return
+        topology.check_capacity(self.spec, nodes)
+
+    def _capacity_unknown(self, reason: str, skip: bool) -> None:
+        """The socket limit could not be read: refuse a large run, warn about a small one."""
+        needed = topology.connections_needed(self.spec)
+        limit = topology.UNCHECKED_CONNECTIONS_LIMIT
+        if needed > limit and not skip:
+            raise FlowdeckError(
+                f"the run opens {needed} connections and the broker's socket limit could not "
+                f"be checked ({reason}); give a management API that answers for this broker "
+                f"(--management-url, --management-user, --management-password), open at most "
+                f"{limit} connections, or go on anyway with --skip-capacity-check"
+            )
+        self._event(
+            EventKind.INFO,
+            f"warning: the broker's socket limit was not checked ({reason}): the run opens "
+            f"{needed} connections unchecked",
+            detail={"needed": needed},
+        )
+
+    # -- while the run goes ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Watch the management API, and Prometheus beside it when one is given."""
+        await self._start_management()
+        self._start_prometheus()
+
+    async def _start_management(self) -> None:
+        if self._management_mismatch:
+            self._event(EventKind.SOURCE_STALE, self._management_mismatch)
+            await self._close_management()
+            return
+        try:
+            source = await self._management_client()
+            watch = BrokerWatch(source, self.on_sample)
+        except Exception as exc:
+            self._event(EventKind.SOURCE_STALE, f"management API not watched: {exc}")
+            await self._close_management()
+            return
+        self._tasks.append(
+            asyncio.create_task(self._watch_management(watch), name="flowdeck-management")
+        )
+
+    async def _watch_management(self, watch: BrokerWatch) -> None:
+        try:
+            await watch.run(self._stop)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broker-side source never stops the run
+            self._event(EventKind.SOURCE_STALE, f"management API watch ended: {exc}")
+        finally:
+            await self._close_management()
+
+    def _start_prometheus(self) -> None:
+        if not self.prometheus_url:
+            return
+        source = PrometheusCollector(
+            self.prometheus_url,
+            queue_names=list(self.spec.queue_names),
+            vhost=self._vhost,
+            queue_type=self.spec.queue_type,
+        )
+        self._prometheus = source
+        watch = BrokerWatch(source, self.on_sample)
+        self._tasks.append(
+            asyncio.create_task(self._watch_prometheus(watch), name="flowdeck-prometheus")
+        )
+
+    async def _watch_prometheus(self, watch: BrokerWatch) -> None:
+        try:
+            await watch.run(self._stop)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a broker-side source never stops the run
+            self._event(EventKind.SOURCE_STALE, f"Prometheus watch ended: {exc}")
+
+    def on_sample(self, sample: BrokerSample) -> None:
+        """Hand ``sample`` on, then the events it causes: the source stale or answering
+        again, an alarm raised or cleared (each source's alarms are followed apart)."""
+        self._on_sample(sample)
+        source = sample.source
+        if sample.stale_reason != self._stale.get(source, ""):
+            if sample.stale_reason:
+                self._event(EventKind.SOURCE_STALE, f"{source}: {sample.stale_reason}")
+            else:
+                self._event(EventKind.SOURCE_RECOVERED, f"{source} answers again")
+            self._stale[source] = sample.stale_reason
+        if sample.stale:
+            return
+        if source == "management":
+            self._management_sample = sample
+        for alarm, active in (("memory", sample.memory_alarm), ("disk", sample.disk_alarm)):
+            if active != self._alarms.get((source, alarm), False):
+                self._alarms[(source, alarm)] = active
+                kind = EventKind.ALARM_RAISED if active else EventKind.ALARM_CLEARED
+                state = "raised" if active else "cleared"
+                self._event(
+                    kind,
+                    f"{alarm} alarm {state} (from {source})",
+                    detail={"alarm": alarm, "source": source},
+                )
+
+    # -- the end -------------------------------------------------------------------------------
+
+    async def stop(self) -> None:
+        """End the watches; the Prometheus collector stays open for :meth:`keep_range`."""
+        self._stop.set()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._close_management()
+
+    async def aclose(self) -> None:
+        """End the watches and close every collector (a run that could not start)."""
+        await self.stop()
+        source, self._prometheus = self._prometheus, None
+        if source is not None:
+            with contextlib.suppress(Exception):
+                await source.aclose()
+
+    async def keep_range(self, started: float, ended: float) -> None:
+        """Ask Prometheus for the broker's series over the run and hand them on."""
+        source, self._prometheus = self._prometheus, None
+        if source is None:
+            return
+        try:
+            rows = await source.range_query(started, ended)
+        except SourceError as exc:
+            self._event(EventKind.SOURCE_STALE, f"Prometheus series of the run not kept: {exc}")
+        else:
+            self._on_range(rows)
+            self._event(
+                EventKind.INFO,
+                f"kept {len(rows)} Prometheus samples of the run "
+                f"({len({(m, labels) for _, m, labels, _ in rows})} series)",
+            )
+        finally:
+            with contextlib.suppress(Exception):
+                await source.aclose()
+
+    async def _close_management(self) -> None:
+        source, self._management = self._management, None
+        if source is not None:
+            with contextlib.suppress(Exception):
+                await source.aclose()
+
+    def _event(
+        self, kind: EventKind, message: str, *, detail: Mapping[str, Any] | None = None
+    ) -> None:
+        self._on_event(
+            RunEvent(
+                at=time.time(), kind=kind, message=mask_text(message), detail=dict(detail or {})
+            )
+        )
