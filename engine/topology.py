@@ -172,26 +172,6 @@ async def socket_capacity(
     return list(figures.nodes)
 
 
-async def amqp_listener_ports(
-    management_url: str,
-    username: str,
-    password: str,
-    *,
-    timeout: float = 5.0,
-    verify: ssl.SSLContext | bool = True,
-) -> set[int] | None:
-    """The AMQP ports of the broker a management API belongs to; None when it does not
-    answer well. Lets the controller notice a management URL guessed for the wrong broker.
-    """
-    async with ManagementCollector(
-        management_url, username=username, password=password, timeout=timeout, verify=verify
-    ) as api:
-        try:
-            return await api.amqp_listener_ports()
-        except ManagementAnswerError:
-            return None
-
-
 def amqp_port(uri: str) -> int:
     return parse_broker_uri(uri).effective_port
 
