@@ -57,9 +57,10 @@ COUNTER_COLUMNS = tuple(Counters.__dataclass_fields__)
 GAUGE_COLUMNS = ("pending_confirms", "unacked", "connections", "blocked_connections")
 
 
-#: The name of the one node a recorded broker sample reads back with. The broker table
-#: holds the cluster's figures (memory summed, smallest disk free, alarms of any node), not
-#: one row per node, so node names are not on disk; this name says so wherever it shows.
+#: The name of the one node a broker sample of a session before format 1.3 reads back
+#: with. Those sessions hold only the cluster's figures (memory summed, smallest disk free,
+#: alarms of any node), not one row per node, so node names are not on disk; this name says
+#: so wherever it shows.
 RECORDED_NODES = "(nodes not recorded)"
 
 
@@ -319,11 +320,13 @@ class Session:
         The recorded snapshots go through :class:`SnapshotAggregator` as they reached the
         controller, and it ticks at the controller's tick times; settings, pending changes,
         phase and schedule come from the manifest's spec and the event log, as the
-        controller kept them. The session does not record when the controller ticked, so
-        ticks are taken at ``start + 1 s, + 2 s ...`` until publishing stopped (the drain
-        event) and at the manifest's end: the live ticks came a few milliseconds later, so
-        a snapshot taken in those milliseconds (or one still on its way to the controller)
-        counts one tick later here. Latency percentiles come from the recorded 2-digit
+        controller kept them. From format 1.3 the ticks table says when the controller
+        ticked and how many snapshots it had by then, so each tick aggregates exactly the
+        snapshots the live one did. Older sessions did not record it: their ticks are
+        taken at ``start + 1 s, + 2 s ...`` until publishing stopped (the drain event) and
+        at the manifest's end, while the live ones came a few milliseconds later, so a
+        snapshot taken in those milliseconds (or still on its way to the controller) counts
+        one tick later there. Latency percentiles come from the recorded 2-digit
         buckets: counts are exact, values within one 2-digit bucket (under 1%) of the live
         3-digit ones. A pending change's ``workers_done`` is 0 (the workers' own apply
         times are not recorded), and the last tick's totals are the workers' last
