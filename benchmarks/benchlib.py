@@ -23,7 +23,7 @@ _ROOT = Path(__file__).resolve().parent.parent
 if str(_ROOT) not in sys.path:
     sys.path.insert(0, str(_ROOT))
 
-from collectors.local_broker import LocalBroker  # noqa: E402
+from flowdeck.collectors.local_broker import LocalBroker  # noqa: E402
 
 SHARED_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 SHARED_MANAGEMENT = "http://127.0.0.1:15672"

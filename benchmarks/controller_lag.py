@@ -39,10 +39,10 @@ from pathlib import Path
 
 from benchlib import CpuMeter, load_average, percentile, private_node, worker_pids
 
-from engine.controller import Controller
-from engine.presets import preset
-from engine.spec import RunSpec
-from tui.cli.run import ProgressPrinter
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.presets import preset
+from flowdeck.engine.spec import RunSpec
+from flowdeck.tui.cli.run import ProgressPrinter
 
 PROBE_INTERVAL = 0.010
 

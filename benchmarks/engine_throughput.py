@@ -31,11 +31,11 @@ from dataclasses import dataclass
 import aio_pika
 from benchlib import SHARED_URI, cpu_seconds, listening_pid, load_average, machine_seconds
 
-from engine import latency as hdr
-from engine.commands import Stop, WorkerAssignment, WorkerCommand, WorkerMessage
-from engine.latency import LatencyKind, SendBasis
-from engine.snapshot import ClientSnapshot
-from engine.spec import RunSpec
+from flowdeck.engine import latency as hdr
+from flowdeck.engine.commands import Stop, WorkerAssignment, WorkerCommand, WorkerMessage
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.snapshot import ClientSnapshot
+from flowdeck.engine.spec import RunSpec
 
 URI = SHARED_URI
 WARM_UP = 2.0
@@ -70,7 +70,7 @@ async def delete(name: str) -> None:
 
 async def lean(seconds: float, rate: float = 0.0, read_hold: float | None = None) -> Figure:
     """flowdeck's worker runtime, exactly as a run uses it."""
-    import engine.worker as worker_module
+    import flowdeck.engine.worker as worker_module
 
     name = f"flowdeck-bench-{uuid.uuid4().hex[:8]}"
     spec = RunSpec(

@@ -39,10 +39,10 @@ from dataclasses import dataclass
 import uvloop
 from benchlib import CpuMeter, load_average, percentile, private_node, spread
 
-from engine import topology
-from engine.commands import Stop, WorkerAssignment, WorkerCommand, WorkerMessage
-from engine.spec import RunSpec
-from engine.worker import _Worker
+from flowdeck.engine import topology
+from flowdeck.engine.commands import Stop, WorkerAssignment, WorkerCommand, WorkerMessage
+from flowdeck.engine.spec import RunSpec
+from flowdeck.engine.worker import _Worker
 
 WINDOW = 10.0
 #: Seconds after publishing starts before the first window (connections settle).

@@ -25,13 +25,13 @@ import time
 import uuid
 from pathlib import Path
 
-from collectors.model import BrokerSample, NodeSample, QueueSample
-from engine.events import EventKind, RunEvent
-from engine.latency import LATENCY_KEYS, encode, new_histogram, record
-from engine.recording.reader import open_session
-from engine.recording.recorder import Recorder
-from engine.snapshot import ClientSnapshot, Counters, Settings
-from engine.spec import RunSpec
+from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LATENCY_KEYS, encode, new_histogram, record
+from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.recording.recorder import Recorder
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
+from flowdeck.engine.spec import RunSpec
 
 RATE = 10_000  # msg/s, the budget's reference load
 BUDGET = 0.02
@@ -146,8 +146,8 @@ async def engine_us_per_message(uri: str, rate: int, seconds: float) -> float:
     Measured between the run's first and last per-second Tick, so connection set-up and
     drain do not count; what the process spends per message published while running.
     """
-    from engine.controller import Controller
-    from engine.progress import Tick
+    from flowdeck.engine.controller import Controller
+    from flowdeck.engine.progress import Tick
 
     name = f"flowdeck-bench-{uuid.uuid4().hex[:8]}"
     spec = RunSpec(

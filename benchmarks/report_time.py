@@ -32,7 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.recording.format import MANIFEST  # noqa: E402
+from flowdeck.engine.recording.format import MANIFEST  # noqa: E402
 from tests.spark_reports.synthetic import PhasePlan, write_session  # noqa: E402
 
 PLANS = [
@@ -71,7 +71,7 @@ def time_checks(runs: int = 5) -> None:
         for _ in range(runs):
             began = time.monotonic()
             done = subprocess.run(
-                [sys.executable, "-m", "tui.cli", *words], cwd=ROOT, capture_output=True
+                [sys.executable, "-m", "flowdeck.tui.cli", *words], cwd=ROOT, capture_output=True
             )
             times.append(time.monotonic() - began)
             assert done.returncode == expect, (words, done.returncode, done.stderr[-500:])
@@ -111,8 +111,8 @@ def main() -> int:
 
     from pyspark.sql import SparkSession
 
-    from spark_reports.build import build_report
-    from spark_reports.job import spark_session
+    from flowdeck.spark_reports.build import build_report
+    from flowdeck.spark_reports.job import spark_session
 
     with tempfile.TemporaryDirectory(prefix="flowdeck-bench-") as scratch:
         root = Path(scratch)

@@ -46,9 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from textual import events
 
-from engine.presets import preset
-from tui.app import FlowdeckApp
-from tui.screens.live import LiveScreen
+from flowdeck.engine.presets import preset
+from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.screens.live import LiveScreen
 
 #: Seconds between two presses of the typist (uniformly drawn): ~4 keys a second.
 PRESS_GAP = (0.15, 0.35)
@@ -141,7 +141,7 @@ async def measure(
 
 
 async def live_pass(uri: str, scale: float, seconds: float) -> dict[str, object]:
-    from engine.controller import Controller
+    from flowdeck.engine.controller import Controller
 
     name = f"flowdeck-bench-tui-{uuid.uuid4().hex[:8]}"
     spec = replace(

@@ -39,9 +39,9 @@ from benchlib import (
     worker_pids,
 )
 
-from engine.controller import Controller
-from engine.progress import RunSummary, Tick
-from engine.spec import RunSpec
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.progress import RunSummary, Tick
+from flowdeck.engine.spec import RunSpec
 
 SETTLE = 4.0
 

@@ -3,9 +3,9 @@
 Never imports the engine or Textual.
 """
 
-from collectors.errors import SourceError
-from collectors.local_broker import LocalBroker, TlsFiles
-from collectors.management import (
+from flowdeck.collectors.errors import SourceError
+from flowdeck.collectors.local_broker import LocalBroker, TlsFiles
+from flowdeck.collectors.management import (
     ManagementAnswerError,
     ManagementCollector,
     NodeCapacity,
@@ -13,11 +13,11 @@ from collectors.management import (
     credentials_from_uri,
     management_url_for,
 )
-from collectors.model import BrokerSample, NodeSample, QueueSample
-from collectors.prometheus import PrometheusCollector
-from collectors.prometheus_server import PrometheusServer, prometheus_target_for
-from collectors.provisioner import Provisioner, RegisteredNode, registered_nodes
-from collectors.watch import BrokerSource, BrokerWatch
+from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
+from flowdeck.collectors.prometheus import PrometheusCollector
+from flowdeck.collectors.prometheus_server import PrometheusServer, prometheus_target_for
+from flowdeck.collectors.provisioner import Provisioner, RegisteredNode, registered_nodes
+from flowdeck.collectors.watch import BrokerSource, BrokerWatch
 
 __all__ = [
     "BrokerSample",

@@ -46,8 +46,8 @@ from typing import Any
 import httpx
 import psutil
 
-from collectors.errors import SourceError
-from collectors.node_guard import OwnerGuard
+from flowdeck.collectors.errors import SourceError
+from flowdeck.collectors.node_guard import OwnerGuard
 
 #: Where Debian puts the real scripts; ``/usr/sbin/rabbitmq-server`` is a wrapper that
 #: switches to the ``rabbitmq`` user and its files, which a private node must not use.

@@ -31,9 +31,9 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
-from collectors.broker_uri import parse_broker_uri
-from collectors.errors import SourceError, short_error
-from collectors.model import BrokerSample, NodeSample, QueueSample
+from flowdeck.collectors.broker_uri import parse_broker_uri
+from flowdeck.collectors.errors import SourceError, short_error
+from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 
 #: The RabbitMQ default, assumed unless the caller knows the broker's setting.
 DEFAULT_STATISTICS_INTERVAL = 5.0

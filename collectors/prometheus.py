@@ -34,8 +34,8 @@ from prometheus_api_client import PrometheusConnect
 from prometheus_api_client.exceptions import PrometheusApiClientException
 from urllib3.util.retry import Retry
 
-from collectors.errors import SourceError, short_error
-from collectors.model import BrokerSample, NodeSample, QueueSample
+from flowdeck.collectors.errors import SourceError, short_error
+from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 
 log = logging.getLogger(__name__)
 

@@ -37,10 +37,10 @@ from types import TracebackType
 
 import httpx
 
-from collectors.broker_uri import parse_broker_uri
-from collectors.errors import SourceError
-from collectors.local_broker import free_port
-from collectors.node_guard import OwnerGuard
+from flowdeck.collectors.broker_uri import parse_broker_uri
+from flowdeck.collectors.errors import SourceError
+from flowdeck.collectors.local_broker import free_port
+from flowdeck.collectors.node_guard import OwnerGuard
 
 _INSTALL_HINT = "apt-get install prometheus (scripts/setup does it)"
 #: The rabbitmq_prometheus families that carry per-queue figures on ``/metrics/detailed``.

@@ -27,8 +27,8 @@ from types import TracebackType
 import platformdirs
 import psutil
 
-from collectors.local_broker import LocalBroker
-from collectors.prometheus_server import PrometheusServer
+from flowdeck.collectors.local_broker import LocalBroker
+from flowdeck.collectors.prometheus_server import PrometheusServer
 
 #: Overrides the directory where started nodes are registered (tests, several users).
 REGISTRY_ENV = "FLOWDECK_RUNTIME_DIR"

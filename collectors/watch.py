@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from collectors.model import BrokerSample
+from flowdeck.collectors.model import BrokerSample
 
 log = logging.getLogger(__name__)
 

@@ -3,28 +3,28 @@
 Other parts use what this module exports. It never imports Textual.
 """
 
-from engine.change import Change, Setting, parse_change
-from engine.errors import BrokerUnavailable, FlowdeckError, SpecError
-from engine.events import EventKind, RunEvent
-from engine.presets import DEFAULT_PRESET, PRESETS, preset
-from engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
-from engine.settings import COMMANDS, STEERABLE, SteerableSetting, SteeringCommand
-from engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport
-from engine.spec import FIELDS, RunSpec, ScheduleStep, load_spec_file, spec_from_mapping
+from flowdeck.engine.change import Change, Setting, parse_change
+from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError, SpecError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.presets import DEFAULT_PRESET, PRESETS, preset
+from flowdeck.engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
+from flowdeck.engine.settings import COMMANDS, STEERABLE, SteerableSetting, SteeringCommand
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport
+from flowdeck.engine.spec import FIELDS, RunSpec, ScheduleStep, load_spec_file, spec_from_mapping
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from engine.controller import Controller
+    from flowdeck.engine.controller import Controller
 
 
 def __getattr__(name: str) -> object:
     # The controller pulls in the AMQP and HTTP clients; load it only when asked for, so
-    # `import engine.spec` (the CLI's parsing, the TUI's form) stays quick.
+    # `import flowdeck.engine.spec` (the CLI's parsing, the TUI's form) stays quick.
     if name == "Controller":
-        from engine.controller import Controller
+        from flowdeck.engine.controller import Controller
 
         return Controller
-    raise AttributeError(f"module 'engine' has no attribute {name!r}")
+    raise AttributeError(f"module 'flowdeck.engine' has no attribute {name!r}")
 
 
 __all__ = [

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from engine.progress import DataSafety
-from engine.snapshot import Counters, SequenceRanges, WorkerReport
+from flowdeck.engine.progress import DataSafety
+from flowdeck.engine.snapshot import Counters, SequenceRanges, WorkerReport
 
 Range = tuple[int, int]
 

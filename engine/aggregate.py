@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 from hdrh.histogram import HdrHistogram
 
-from engine.latency import LATENCY_KEYS, LatencyKey, decode, new_histogram
-from engine.progress import PendingChange, Percentiles, Tick
-from engine.snapshot import ClientSnapshot, Counters, Settings
+from flowdeck.engine.latency import LATENCY_KEYS, LatencyKey, decode, new_histogram
+from flowdeck.engine.progress import PendingChange, Percentiles, Tick
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
 
 if TYPE_CHECKING:
-    from engine.spec import ScheduleStep
+    from flowdeck.engine.spec import ScheduleStep
 
 #: Seconds after which a worker's last snapshot no longer gives a current rate.
 STALE_AFTER = 2.5

@@ -11,8 +11,8 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from engine.errors import SpecError
-from engine.settings import ALIASES, BY_SETTING, Setting
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.settings import ALIASES, BY_SETTING, Setting
 
 __all__ = ["ALIASES", "Change", "Setting", "check_setting_value", "format_number", "parse_change"]
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from engine.change import Change
-from engine.events import RunEvent
-from engine.snapshot import ClientSnapshot, WorkerReport
-from engine.spec import RunSpec
+from flowdeck.engine.change import Change
+from flowdeck.engine.events import RunEvent
+from flowdeck.engine.snapshot import ClientSnapshot, WorkerReport
+from flowdeck.engine.spec import RunSpec
 
 
 @dataclass(frozen=True, slots=True)

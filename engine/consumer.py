@@ -24,10 +24,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from engine.amqp.connection import AmqpClosed, Channel, Connection, NullListener
-from engine.amqp.frames import ACK_FIELDS, ACK_TAG_OFFSET, BODY_FIELDS, ack_frame
-from engine.samples import LatencySamples
-from engine.sequences import SequenceSet
+from flowdeck.engine.amqp.connection import AmqpClosed, Channel, Connection, NullListener
+from flowdeck.engine.amqp.frames import ACK_FIELDS, ACK_TAG_OFFSET, BODY_FIELDS, ack_frame
+from flowdeck.engine.samples import LatencySamples
+from flowdeck.engine.sequences import SequenceSet
 
 _unpack_body = BODY_FIELDS.unpack_from
 _pack_ack = ACK_FIELDS.pack_into

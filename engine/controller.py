@@ -26,14 +26,14 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collectors import credentials_from_uri, management_url_for
-from collectors.broker_uri import mask_text
-from collectors.model import BrokerSample
-from engine import topology
-from engine.accounting import data_safety
-from engine.aggregate import SnapshotAggregator, assemble_tick
-from engine.change import Change
-from engine.commands import (
+from flowdeck.collectors import credentials_from_uri, management_url_for
+from flowdeck.collectors.broker_uri import mask_text
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine import topology
+from flowdeck.engine.accounting import data_safety
+from flowdeck.engine.aggregate import SnapshotAggregator, assemble_tick
+from flowdeck.engine.change import Change
+from flowdeck.engine.commands import (
     ApplyChange,
     ChangeApplied,
     Stop,
@@ -41,10 +41,10 @@ from engine.commands import (
     WorkerEvent,
     WorkerMessage,
 )
-from engine.errors import FlowdeckError
-from engine.events import EventKind, RunEvent
-from engine.ledger import ChangeLedger, Pending
-from engine.process import (
+from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.ledger import ChangeLedger, Pending
+from flowdeck.engine.process import (
     DEFAULT_RUNTIME,
     InProcessWorker,
     ProcessWorker,
@@ -52,16 +52,16 @@ from engine.process import (
     WorkerHost,
     load_runtime,
 )
-from engine.progress import DataSafety, PendingChange, RunSummary, Tick
-from engine.settings import apply_change, steerable
-from engine.sinks import Listener, ListenerSink, PrometheusRow, RunStarted, Sink, Update
-from engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport, settings_of
-from engine.sources import BrokerSources
-from engine.spec import RunSpec, ScheduleStep
-from engine.tls import INSECURE_WARNING, tls_options
+from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick
+from flowdeck.engine.settings import apply_change, steerable
+from flowdeck.engine.sinks import Listener, ListenerSink, PrometheusRow, RunStarted, Sink, Update
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport, settings_of
+from flowdeck.engine.sources import BrokerSources
+from flowdeck.engine.spec import RunSpec, ScheduleStep
+from flowdeck.engine.tls import INSECURE_WARNING, tls_options
 
 if TYPE_CHECKING:
-    from engine.recording.recorder import Recorder
+    from flowdeck.engine.recording.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ def apply_to_settings(settings: Settings, change: Change) -> Settings:
 
 def _recorder_class() -> type[Recorder]:
     # pyarrow takes ~0.5 s to load: the controller reads it off the loop, when it records.
-    from engine.recording.recorder import Recorder
+    from flowdeck.engine.recording.recorder import Recorder
 
     return Recorder
 

@@ -24,8 +24,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from collectors.broker_uri import BrokerUri, BrokerUriError, parse_broker_uri
-from engine.errors import SpecError
+from flowdeck.collectors.broker_uri import BrokerUri, BrokerUriError, parse_broker_uri
+from flowdeck.engine.errors import SpecError
 
 PASSWORD_ENV = "FLOWDECK_PASSWORD"
 MANAGEMENT_PASSWORD_ENV = "FLOWDECK_MANAGEMENT_PASSWORD"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.change import Change, Setting
-from engine.progress import PendingChange
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.progress import PendingChange
 
 
 @dataclass

@@ -33,11 +33,11 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from collectors.model import BrokerSample
-from engine.events import EventKind, RunEvent
-from engine.latency import LatencyKind, SendBasis
-from engine.progress import Percentiles, RunSummary, Tick
-from engine.sinks import NullSink
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.progress import Percentiles, RunSummary, Tick
+from flowdeck.engine.sinks import NullSink
 
 #: The quantiles PerfTest publishes, and the Percentiles attribute holding each.
 QUANTILES: tuple[tuple[str, str], ...] = (

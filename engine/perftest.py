@@ -16,9 +16,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from engine.change import Change, Setting, format_number
-from engine.errors import SpecError
-from engine.spec import (
+from flowdeck.engine.change import Change, Setting, format_number
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.spec import (
     BODY_HEADER_SIZE,
     EXCHANGE_TYPES,
     RunSpec,

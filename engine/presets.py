@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from engine.change import Change, Setting
-from engine.errors import SpecError
-from engine.spec import RunSpec, ScheduleStep
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.spec import RunSpec, ScheduleStep
 
 #: Seconds each in-flight limit is held in a sweep preset.
 SWEEP_PHASE_SECONDS = 60.0

@@ -45,14 +45,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from engine.commands import WorkerAssignment, WorkerCommand, WorkerMessage
-from engine.errors import FlowdeckError
-from engine.snapshot import WorkerReport
+from flowdeck.engine.commands import WorkerAssignment, WorkerCommand, WorkerMessage
+from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.snapshot import WorkerReport
 
 log = logging.getLogger(__name__)
 
 #: The worker runtime the controller uses unless told otherwise (``module:function``).
-DEFAULT_RUNTIME = "engine.worker:run_worker"
+DEFAULT_RUNTIME = "flowdeck.engine.worker:run_worker"
 
 #: ``PR_SET_PDEATHSIG`` from <linux/prctl.h>.
 _PR_SET_PDEATHSIG = 1

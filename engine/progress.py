@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from engine.change import Change
-from engine.latency import LatencyKind, SendBasis
-from engine.snapshot import Counters, Settings
+from flowdeck.engine.change import Change
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.snapshot import Counters, Settings
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,12 +22,12 @@ from array import array
 from collections.abc import Callable
 from functools import partial
 
-from engine.amqp.connection import AmqpClosed, Channel, Connection, NullListener
-from engine.amqp.frames import SEND_FIELDS, publish_template
-from engine.pacer import Pacer
-from engine.samples import LatencySamples
-from engine.sequences import SequenceSet
-from engine.snapshot import SequenceRanges
+from flowdeck.engine.amqp.connection import AmqpClosed, Channel, Connection, NullListener
+from flowdeck.engine.amqp.frames import SEND_FIELDS, publish_template
+from flowdeck.engine.pacer import Pacer
+from flowdeck.engine.samples import LatencySamples
+from flowdeck.engine.sequences import SequenceSet
+from flowdeck.engine.snapshot import SequenceRanges
 
 #: Most messages written in one go; then the loop gets a turn to read confirms.
 MAX_BATCH = 1000

@@ -14,7 +14,7 @@ from array import array
 import numpy as np
 from hdrh.histogram import HdrHistogram
 
-from engine.latency import HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS
+from flowdeck.engine.latency import HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS
 
 #: Values below 2**_EXACT_BITS µs have their own bucket at 3 significant digits.
 _EXACT_BITS = 11 if SIGNIFICANT_DIGITS == 3 else 64

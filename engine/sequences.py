@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 
-from engine.snapshot import SequenceRanges
+from flowdeck.engine.snapshot import SequenceRanges
 
 
 class SequenceSet:

@@ -15,9 +15,9 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from engine.change import Change
-    from engine.snapshot import Settings
-    from engine.spec import RunSpec
+    from flowdeck.engine.change import Change
+    from flowdeck.engine.snapshot import Settings
+    from flowdeck.engine.spec import RunSpec
 
 
 class Setting(StrEnum):

@@ -14,11 +14,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from collectors.model import BrokerSample
-from engine.events import RunEvent
-from engine.progress import RunSummary, Tick
-from engine.snapshot import ClientSnapshot
-from engine.spec import RunSpec
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.events import RunEvent
+from flowdeck.engine.progress import RunSummary, Tick
+from flowdeck.engine.snapshot import ClientSnapshot
+from flowdeck.engine.spec import RunSpec
 
 #: One Prometheus sample of the run's range query: (unix time, metric, labels JSON, value).
 PrometheusRow = tuple[float, str, str, float]

@@ -11,11 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from engine.latency import LatencyKind, SendBasis
-from engine.settings import STEERABLE
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.settings import STEERABLE
 
 if TYPE_CHECKING:
-    from engine.spec import RunSpec
+    from flowdeck.engine.spec import RunSpec
 
 
 @dataclass(frozen=True, slots=True)

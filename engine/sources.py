@@ -18,22 +18,22 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from collectors import (
+from flowdeck.collectors import (
     BrokerWatch,
     ManagementAnswerError,
     ManagementCollector,
     PrometheusCollector,
     SourceError,
 )
-from collectors.broker_uri import mask_text
-from collectors.management import DEFAULT_STATISTICS_INTERVAL
-from collectors.model import BrokerSample
-from engine import topology
-from engine.errors import FlowdeckError
-from engine.events import EventKind, RunEvent
-from engine.sinks import PrometheusRow
-from engine.spec import RunSpec
-from engine.tls import http_context
+from flowdeck.collectors.broker_uri import mask_text
+from flowdeck.collectors.management import DEFAULT_STATISTICS_INTERVAL
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine import topology
+from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.sinks import PrometheusRow
+from flowdeck.engine.spec import RunSpec
+from flowdeck.engine.tls import http_context
 
 __all__ = ["BrokerSources"]
 

@@ -14,12 +14,12 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from collectors.broker_uri import redact
-from engine.change import Change, Setting, format_number, parse_change
-from engine.credentials import broker_uri
-from engine.errors import SpecError
-from engine.settings import BY_FIELD, BY_SETTING, Scope, spec_value
-from engine.tls import tls_options
+from flowdeck.collectors.broker_uri import redact
+from flowdeck.engine.change import Change, Setting, format_number, parse_change
+from flowdeck.engine.credentials import broker_uri
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.settings import BY_FIELD, BY_SETTING, Scope, spec_value
+from flowdeck.engine.tls import tls_options
 
 QueueType = Literal["classic", "quorum", "stream"]
 ExchangeType = Literal["direct", "fanout", "topic", "headers"]
@@ -463,7 +463,7 @@ def load_spec_file(path: Path, scale: float | None = None) -> RunSpec:
     """Read a TOML spec file. A file may start from a preset (``preset = "bench2"``) and
     set ``scale``; the other keys are RunSpec fields.
     """
-    from engine.presets import preset  # presets build on this module
+    from flowdeck.engine.presets import preset  # presets build on this module
 
     try:
         text = path.read_text(encoding="utf-8")

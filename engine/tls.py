@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
-from collectors.broker_uri import BrokerUri, BrokerUriError, parse_broker_uri
-from engine.errors import SpecError
+from flowdeck.collectors.broker_uri import BrokerUri, BrokerUriError, parse_broker_uri
+from flowdeck.engine.errors import SpecError
 
 #: URI query parameters (RabbitMQ's URI spec names) and what they set.
 CA_PARAMETER = "cacertfile"

@@ -19,12 +19,12 @@ import aiormq.exceptions
 from aio_pika.abc import AbstractConnection, ExchangeType
 from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixed
 
-from collectors import ManagementAnswerError, ManagementCollector, NodeCapacity
-from collectors.broker_uri import parse_broker_uri
-from engine.amqp.connection import tls_advice, tls_hint
-from engine.errors import BrokerUnavailable, FlowdeckError
-from engine.spec import PREDECLARED_EXCHANGES, RunSpec
-from engine.tls import context_for_uri
+from flowdeck.collectors import ManagementAnswerError, ManagementCollector, NodeCapacity
+from flowdeck.collectors.broker_uri import parse_broker_uri
+from flowdeck.engine.amqp.connection import tls_advice, tls_hint
+from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError
+from flowdeck.engine.spec import PREDECLARED_EXCHANGES, RunSpec
+from flowdeck.engine.tls import context_for_uri
 
 CONNECT_TIMEOUT = 10.0
 

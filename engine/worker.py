@@ -31,10 +31,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
-from engine import latency as hdr
-from engine.amqp.connection import AmqpClosed, Connection, connect
-from engine.change import Setting
-from engine.commands import (
+from flowdeck.engine import latency as hdr
+from flowdeck.engine.amqp.connection import AmqpClosed, Connection, connect
+from flowdeck.engine.change import Setting
+from flowdeck.engine.commands import (
     ApplyChange,
     ChangeApplied,
     Stop,
@@ -45,14 +45,14 @@ from engine.commands import (
     global_id,
     local_share,
 )
-from engine.consumer import Consumer, ConsumerTally
-from engine.errors import BrokerUnavailable
-from engine.events import EventKind, RunEvent
-from engine.latency import LatencyKind, SendBasis
-from engine.publisher import Publisher
-from engine.samples import LatencySamples, fold
-from engine.sequences import SequenceSet
-from engine.snapshot import (
+from flowdeck.engine.consumer import Consumer, ConsumerTally
+from flowdeck.engine.errors import BrokerUnavailable
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.publisher import Publisher
+from flowdeck.engine.samples import LatencySamples, fold
+from flowdeck.engine.sequences import SequenceSet
+from flowdeck.engine.snapshot import (
     ClientSnapshot,
     Counters,
     SequenceRanges,

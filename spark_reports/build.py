@@ -11,8 +11,8 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from spark_reports import charts
-from spark_reports.figures import (
+from flowdeck.spark_reports import charts
+from flowdeck.spark_reports.figures import (
     SessionFigures,
     Sweep,
     broker_table,
@@ -23,10 +23,10 @@ from spark_reports.figures import (
     sweep_table,
     throughput_table,
 )
-from spark_reports.measure import Measurements, Row, measure
-from spark_reports.render import Chart, Section, render, session_intro
-from spark_reports.sessions import open_sessions
-from spark_reports.tables import Table
+from flowdeck.spark_reports.measure import Measurements, Row, measure
+from flowdeck.spark_reports.render import Chart, Section, render, session_intro
+from flowdeck.spark_reports.sessions import open_sessions
+from flowdeck.spark_reports.tables import Table
 
 
 @dataclass(frozen=True, slots=True)

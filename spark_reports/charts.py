@@ -14,15 +14,15 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from spark_reports.figures import (
+from flowdeck.spark_reports.figures import (
     SETTING_TITLES,
     SWEEP_LATENCY,
     PhaseFigures,
     SessionFigures,
     Sweep,
 )
-from spark_reports.measure import Row
-from spark_reports.verdict import Verdict
+from flowdeck.spark_reports.measure import Row
+from flowdeck.spark_reports.verdict import Verdict
 
 VERDICT_COLOURS = {
     Verdict.SUSTAINABLE: "#e8f5e9",

@@ -7,11 +7,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from spark_reports.measure import PERCENTILES, Measurements, Row
-from spark_reports.phases import Phase
-from spark_reports.sessions import Session
-from spark_reports.tables import Cell, Table
-from spark_reports.verdict import (
+from flowdeck.spark_reports.measure import PERCENTILES, Measurements, Row
+from flowdeck.spark_reports.phases import Phase
+from flowdeck.spark_reports.sessions import Session
+from flowdeck.spark_reports.tables import Cell, Table
+from flowdeck.spark_reports.verdict import (
     PhaseLoad,
     Recommendation,
     SweepPoint,

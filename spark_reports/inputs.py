@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
-from engine.recording.format import MANIFEST, SessionFormatError, read_manifest
+from flowdeck.engine.recording.format import MANIFEST, SessionFormatError, read_manifest
 
 
 class InputError(Exception):

@@ -74,7 +74,7 @@ def spark_session(master: str | None, app_name: str = "flowdeck report"):  # typ
 
 
 def run(args: argparse.Namespace) -> int:
-    from spark_reports.inputs import InputError, check_inputs
+    from flowdeck.spark_reports.inputs import InputError, check_inputs
 
     try:
         sessions, skipped = check_inputs(args.sessions, args.out)
@@ -86,8 +86,8 @@ def run(args: argparse.Namespace) -> int:
 
     from pyspark.sql import SparkSession
 
-    from engine.recording.format import SessionFormatError
-    from spark_reports.build import build_report
+    from flowdeck.engine.recording.format import SessionFormatError
+    from flowdeck.spark_reports.build import build_report
 
     # Inside a process that already runs Spark (tests, notebooks), use its session and
     # leave it running.

@@ -36,8 +36,8 @@ from pyspark.sql import Column, DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from engine.recording.format import BROKER_DIR, CLIENT_DIR, LATENCY_DIR
-from spark_reports.sessions import Session, read_table
+from flowdeck.engine.recording.format import BROKER_DIR, CLIENT_DIR, LATENCY_DIR
+from flowdeck.spark_reports.sessions import Session, read_table
 
 PERCENTILES: tuple[int, ...] = (50, 75, 95, 99)
 #: Client rows covering less than this many seconds are left out of rates and gauges.

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from spark_reports.figures import SessionFigures
-from spark_reports.tables import Table, format_cell
-from spark_reports.verdict import (
+from flowdeck.spark_reports.figures import SessionFigures
+from flowdeck.spark_reports.tables import Table, format_cell
+from flowdeck.spark_reports.verdict import (
     CONSUME_KEEPS_UP,
     DEPTH_GROWTH_MIN,
     DEPTH_GROWTH_SHARE,

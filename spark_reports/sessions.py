@@ -19,7 +19,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from engine.recording.format import (
+from flowdeck.engine.recording.format import (
     EVENTS,
     MANIFEST,
     OUTCOME_RUNNING,
@@ -29,8 +29,8 @@ from engine.recording.format import (
     read_manifest,
     readable_parts,
 )
-from spark_reports.inputs import is_local, local_path, normalise
-from spark_reports.phases import Phase, split_phases
+from flowdeck.spark_reports.inputs import is_local, local_path, normalise
+from flowdeck.spark_reports.phases import Phase, split_phases
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
-from collectors.local_broker import LocalBroker
+from flowdeck.collectors.local_broker import LocalBroker
 
 
 class PrivateNodes:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.package_layout import make_layout
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ("engine", "collectors", "spark_reports")
@@ -22,18 +25,21 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
-def test_import_linter_contracts_hold() -> None:
+def test_import_linter_contracts_hold(tmp_path: Path) -> None:
     lint = Path(sys.executable).with_name("lint-imports")
-    result = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    environ = {**os.environ, "PYTHONPATH": str(make_layout(tmp_path))}
+    result = subprocess.run(
+        [str(lint)], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_spark_reports_reads_sessions_only_through_the_format_module() -> None:
     for path in (ROOT / "spark_reports").rglob("*.py"):
         for name in _imports(path):
-            top = name.split(".")[0]
-            if top in ("engine", "collectors", "tui"):
-                assert name == "engine.recording.format", f"{path.name} imports {name}"
+            part = name.split(".")[1] if name.startswith("flowdeck.") else ""
+            if part in ("engine", "collectors", "tui"):
+                assert name == "flowdeck.engine.recording.format", f"{path.name} imports {name}"
 
 
 def test_core_and_headless_cli_work_without_textual() -> None:
@@ -46,11 +52,11 @@ class Block:
             raise ImportError("textual is not installed")
         return None
 sys.meta_path.insert(0, Block())
-for top in ("engine", "collectors", "spark_reports"):
+for top in ("flowdeck.engine", "flowdeck.collectors", "flowdeck.spark_reports"):
     package = importlib.import_module(top)
     for info in pkgutil.walk_packages(package.__path__, top + "."):
         importlib.import_module(info.name)
-from tui.cli import main
+from flowdeck.tui.cli import main
 sys.exit(main(["presets"]))
 """
     result = subprocess.run(

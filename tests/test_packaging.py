@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.presets import PRESETS
+from flowdeck.engine.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("engine", "collectors", "tui", "spark_reports")
@@ -51,10 +51,11 @@ def _expected_files() -> tuple[set[str], set[str]]:
             if "__pycache__" in path.parts:
                 continue
             relative = path.relative_to(ROOT).as_posix()
+            # each part installs as flowdeck.<part>: engine/spec.py is flowdeck/engine/spec.py
             if path.name == "__init__.py":
-                packages.add(path.parent.relative_to(ROOT).as_posix())
+                packages.add(f"flowdeck/{path.parent.relative_to(ROOT).as_posix()}")
             elif path.is_file() and path.suffix not in (".py", ".pyc"):
-                data.add(relative)
+                data.add(f"flowdeck/{relative}")
     return packages, data
 
 
@@ -76,8 +77,10 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
     assert not missing_packages, f"packages not in the wheel: {missing_packages}"
     missing_data = sorted(d for d in data if d not in names)
     assert not missing_data, f"data files not in the wheel: {missing_data}"
-    assert "tui/app.tcss" in names  # the cockpit's stylesheet
-    assert not any(n.startswith("tests/") for n in names)
+    assert "flowdeck/tui/app.tcss" in names  # the cockpit's stylesheet
+    # one package, flowdeck: nothing that could collide with another project's "engine"
+    tops = {n.split("/")[0] for n in names if not n.startswith("flowdeck-")}
+    assert tops == {"flowdeck"}, tops
 
     venv = tmp_path / "venv"
     _run([sys.executable, "-m", "venv", str(venv)], timeout=120)  # no system site packages
@@ -100,9 +103,18 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
     assert set(PRESETS) <= listed
 
     python = str(bin_dir / "python")
+    site = _run(
+        [python, "-c", "import flowdeck.engine, sysconfig; print(sysconfig.get_path('purelib'))"],
+        timeout=60,
+        env=env,
+        cwd=tmp_path,
+    ).stdout.strip()
+    installed = {p.name for p in Path(site).iterdir()}
+    assert "flowdeck" in installed
+    assert not installed & set(PACKAGES), f"top-level parts in site-packages: {installed}"
     # the cockpit comes with the plain install; PySpark, pandas and matplotlib do not
     probe = (
-        "import importlib.util as u, tui.app; "
+        "import importlib.util as u, flowdeck.tui.app; "
         "print(all(u.find_spec(m) is None for m in ('pyspark', 'pandas', 'matplotlib')))"
     )
     assert _run([python, "-c", probe], timeout=60, env=env, cwd=tmp_path).stdout.strip() == "True"
@@ -119,7 +131,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
 
 @pytest.mark.broker
 def test_version_names_the_broker_of_flowdeck_uri(shared_uri: str) -> None:
-    from tui.cli.versions import version_lines
+    from flowdeck.tui.cli.versions import version_lines
 
     lines = version_lines({"FLOWDECK_URI": shared_uri})
     broker = [line for line in lines if line.startswith("broker ")]
@@ -129,7 +141,7 @@ def test_version_names_the_broker_of_flowdeck_uri(shared_uri: str) -> None:
 
 
 def test_version_says_when_the_broker_does_not_answer() -> None:
-    from tui.cli.versions import broker_versions
+    from flowdeck.tui.cli.versions import broker_versions
 
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -141,7 +153,7 @@ def test_version_says_when_the_broker_does_not_answer() -> None:
 
 
 def test_version_finds_rabbitmq_in_an_install_directory(tmp_path: Path) -> None:
-    from tui.cli.versions import installed_rabbitmq
+    from flowdeck.tui.cli.versions import installed_rabbitmq
 
     for name in ("rabbitmq_server-3.9.29", "rabbitmq_server-3.10.8", "rabbit_common-3.10.8"):
         (tmp_path / name).mkdir()
@@ -150,8 +162,8 @@ def test_version_finds_rabbitmq_in_an_install_directory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "tcsh"])
 def test_completion_script_knows_every_command_and_the_new_flags(shell: str) -> None:
-    from tui.cli import COMMAND_MODULES
-    from tui.cli.completion import completion_script
+    from flowdeck.tui.cli import COMMAND_MODULES
+    from flowdeck.tui.cli.completion import completion_script
 
     script = completion_script(shell)
     for module in COMMAND_MODULES:

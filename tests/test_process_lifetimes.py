@@ -23,13 +23,13 @@ import aio_pika
 import psutil
 import pytest
 
-from engine.process import DEFAULT_RUNTIME, ProcessWorker
-from engine.spec import RunSpec
+from flowdeck.engine.process import DEFAULT_RUNTIME, ProcessWorker
+from flowdeck.engine.spec import RunSpec
 
 #: How long after the kill every worker and node process must be gone. Workers leave at
 #: once (pipe EOF) and a throwaway node is SIGKILLed; this is generous for a busy machine.
 GONE_WITHIN = 10.0
-FLOWDECK = [sys.executable, "-m", "tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
 
 
 def alive(proc: psutil.Process) -> bool:

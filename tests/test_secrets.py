@@ -22,11 +22,11 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from engine.credentials import read_password_file, resolve_uri, with_password
-from engine.errors import SpecError
+from flowdeck.engine.credentials import read_password_file, resolve_uri, with_password
+from flowdeck.engine.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOWDECK = [sys.executable, "-m", "tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
 MANAGEMENT = "http://127.0.0.1:15672"
 
 
@@ -154,7 +154,7 @@ def test_password_appears_in_no_session_output_listing_or_report(
         )
     # The report job runs in this process on the run's one Spark session (a `flowdeck
     # report` process would start a JVM of its own), through the same command.
-    from tui.cli import main
+    from flowdeck.tui.cli import main
 
     report_dir = tmp_path / "report"
     capsys.readouterr()

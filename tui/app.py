@@ -11,10 +11,10 @@ from typing import ClassVar
 from textual.app import App
 from textual.binding import Binding, BindingType
 
-from engine.spec import RunSpec
-from tui.commands import SteeringCommands
-from tui.palette import COLORBLIND_THEME, THEMES
-from tui.source import RunControl
+from flowdeck.engine.spec import RunSpec
+from flowdeck.tui.commands import SteeringCommands
+from flowdeck.tui.palette import COLORBLIND_THEME, THEMES
+from flowdeck.tui.source import RunControl
 
 
 def freeze_long_lived(*, collect: bool = False) -> None:
@@ -63,7 +63,7 @@ class FlowdeckApp(App[None]):
         self.requested_theme = theme
         self.open_sessions = open_sessions
         self.launch = launch
-        from collectors import Provisioner
+        from flowdeck.collectors import Provisioner
 
         #: Owns the private node every launch of this session shares; stopped on quit.
         self.provisioner = Provisioner(name="flowdeck-cockpit")
@@ -72,17 +72,17 @@ class FlowdeckApp(App[None]):
         for theme in THEMES:
             self.register_theme(theme)
         self.theme = self.requested_theme or COLORBLIND_THEME.name
-        from tui.screens.launch import LaunchScreen
+        from flowdeck.tui.screens.launch import LaunchScreen
 
         launch_screen = LaunchScreen(self.spec)
         self.push_screen(launch_screen)
         self.call_after_refresh(freeze_long_lived)  # the screens' widgets
         if self.control is not None:
-            from tui.screens.live import LiveScreen
+            from flowdeck.tui.screens.live import LiveScreen
 
             self.push_screen(LiveScreen(self.control))
         elif self.open_sessions:
-            from tui.screens.sessions import SessionsScreen
+            from flowdeck.tui.screens.sessions import SessionsScreen
 
             self.push_screen(SessionsScreen())
         elif self.launch:

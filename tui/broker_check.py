@@ -10,11 +10,16 @@ from dataclasses import dataclass
 
 import httpx
 
-from collectors import ManagementCollector, SourceError, credentials_from_uri, management_url_for
-from collectors.broker_uri import redact
-from collectors.local_broker import find_tool
-from engine.errors import FlowdeckError
-from engine.tls import http_context
+from flowdeck.collectors import (
+    ManagementCollector,
+    SourceError,
+    credentials_from_uri,
+    management_url_for,
+)
+from flowdeck.collectors.broker_uri import redact
+from flowdeck.collectors.local_broker import find_tool
+from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.tls import http_context
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +32,7 @@ class CheckLine:
 
 
 async def check_amqp(uri: str) -> CheckLine:
-    from engine.amqp.connection import connect
+    from flowdeck.engine.amqp.connection import connect
 
     try:
         connection = await connect(uri, "flowdeck launch check")
@@ -52,7 +57,7 @@ async def check_management(
 ) -> CheckLine:
     user, password, vhost = credentials_from_uri(uri)
     if not management_url:
-        from tui.cli.broker import started_node_for
+        from flowdeck.tui.cli.broker import started_node_for
 
         node = started_node_for(uri)
         management_url = node.management_url if node is not None else ""

@@ -7,9 +7,9 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from engine.change import format_number
-from engine.settings import STEERABLE, setting_value
-from tui.keys import KEY_DISPLAY, KEY_TABLE
+from flowdeck.engine.change import format_number
+from flowdeck.engine.settings import STEERABLE, setting_value
+from flowdeck.tui.keys import KEY_DISPLAY, KEY_TABLE
 
 
 class SteeringCommands(Provider):
@@ -18,7 +18,7 @@ class SteeringCommands(Provider):
     """
 
     def _commands(self) -> list[tuple[str, Callable[[], object], str]]:
-        from tui.screens.live import LiveScreen
+        from flowdeck.tui.screens.live import LiveScreen
 
         screen = self.screen
         if not isinstance(screen, LiveScreen):

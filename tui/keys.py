@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
-from engine.change import Change, Setting
-from engine.errors import SpecError
-from engine.settings import BY_SETTING, STEERABLE, Step, setting_value
-from engine.snapshot import Settings
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.settings import BY_SETTING, STEERABLE, Step, setting_value
+from flowdeck.engine.snapshot import Settings
 
 
 @dataclass(frozen=True, slots=True)

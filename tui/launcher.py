@@ -7,8 +7,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from collectors import LocalBroker, Provisioner
-from engine.spec import RunSpec
+from flowdeck.collectors import LocalBroker, Provisioner
+from flowdeck.engine.spec import RunSpec
 
 
 @dataclass
@@ -53,11 +53,11 @@ def prepare_run(
 
     Blocks while a node starts (seconds): call it from a thread worker.
     """
-    from engine.controller import Controller
-    from engine.credentials import management_password as resolve_management_password
-    from engine.credentials import resolve_uri
-    from engine.recording.recorder import default_sessions_root
-    from tui.cli.common import resolve_broker
+    from flowdeck.engine.controller import Controller
+    from flowdeck.engine.credentials import management_password as resolve_management_password
+    from flowdeck.engine.credentials import resolve_uri
+    from flowdeck.engine.recording.recorder import default_sessions_root
+    from flowdeck.tui.cli.common import resolve_broker
 
     # Every run is recorded: where the operator said, else where `flowdeck run` records.
     sessions_root = sessions_root or default_sessions_root()

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from collectors.model import BrokerSample
-from engine.change import Change
-from engine.events import RunEvent
-from engine.progress import RunSummary, Tick
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.change import Change
+from flowdeck.engine.events import RunEvent
+from flowdeck.engine.progress import RunSummary, Tick
 
 
 class TickReceived(Message):

@@ -11,10 +11,10 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from collectors.model import BrokerSample
-from engine.events import EventKind, RunEvent
-from engine.latency import LatencyKind, SendBasis
-from engine.progress import Percentiles, Tick
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.progress import Percentiles, Tick
 
 #: Seconds of history the charts show.
 WINDOW_SECONDS = 300

@@ -13,11 +13,11 @@ import bisect
 import math
 from dataclasses import dataclass, field
 
-from collectors.model import BrokerSample
-from engine.events import RunEvent
-from engine.progress import Tick
-from engine.recording.reader import Session
-from tui.model import RunHistory
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.events import RunEvent
+from flowdeck.engine.progress import Tick
+from flowdeck.engine.recording.reader import Session
+from flowdeck.tui.model import RunHistory
 
 
 @dataclass(frozen=True, slots=True)

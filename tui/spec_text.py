@@ -10,9 +10,9 @@ import json
 import tomllib
 from typing import Any
 
-from engine.change import format_number
-from engine.errors import SpecError
-from engine.spec import FIELDS
+from flowdeck.engine.change import format_number
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.spec import FIELDS
 
 
 def toml_inline(value: Any) -> str:

@@ -1,6 +1,6 @@
 """flowdeck's lean AMQP 0-9-1 client for the per-message hot path (see ``connection``)."""
 
-from engine.amqp.connection import (
+from flowdeck.engine.amqp.connection import (
     AmqpClosed,
     Channel,
     ChannelListener,
@@ -10,7 +10,7 @@ from engine.amqp.connection import (
     connect,
     parse_uri,
 )
-from engine.amqp.frames import PublishTemplate, publish_template
+from flowdeck.engine.amqp.frames import PublishTemplate, publish_template
 
 __all__ = [
     "AmqpClosed",

@@ -24,8 +24,8 @@ from pamqp import commands, frame, header
 from pamqp import exceptions as pamqp_exceptions
 from pamqp.base import Frame
 
-from collectors.broker_uri import BrokerUriError, parse_broker_uri
-from engine.amqp.frames import (
+from flowdeck.collectors.broker_uri import BrokerUriError, parse_broker_uri
+from flowdeck.engine.amqp.frames import (
     BASIC_ACK,
     BASIC_DELIVER,
     BASIC_NACK,
@@ -40,8 +40,8 @@ from engine.amqp.frames import (
     METHOD_ID,
     U64,
 )
-from engine.errors import BrokerUnavailable, FlowdeckError
-from engine.tls import context_for_uri
+from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError
+from flowdeck.engine.tls import context_for_uri
 
 PRODUCT = "flowdeck"
 DEFAULT_HEARTBEAT = 60

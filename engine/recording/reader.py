@@ -31,12 +31,12 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from hdrh.histogram import HdrHistogram
 
-from collectors.model import BrokerSample, NodeSample, QueueSample, SourceName
-from engine.aggregate import SnapshotAggregator, assemble_tick
-from engine.change import Change, Setting
-from engine.errors import FlowdeckError, SpecError
-from engine.events import EventKind, RunEvent
-from engine.latency import (
+from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample, SourceName
+from flowdeck.engine.aggregate import SnapshotAggregator, assemble_tick
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import (
     HIGHEST_US,
     LOWEST_US,
     LatencyKey,
@@ -45,11 +45,11 @@ from engine.latency import (
     encode,
     percentile_from_buckets,
 )
-from engine.progress import PendingChange, Percentiles, Tick
-from engine.recording import format as fmt
-from engine.settings import apply_change
-from engine.snapshot import ClientSnapshot, Counters, Settings, settings_of
-from engine.spec import RunSpec, ScheduleStep, spec_from_mapping
+from flowdeck.engine.progress import PendingChange, Percentiles, Tick
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.settings import apply_change
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, settings_of
+from flowdeck.engine.spec import RunSpec, ScheduleStep, spec_from_mapping
 
 #: Counter columns of the client table, summed into totals and per-second series.
 COUNTER_COLUMNS = tuple(Counters.__dataclass_fields__)

@@ -34,15 +34,15 @@ import platformdirs
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from collectors.broker_uri import mask_text, mask_value
-from collectors.model import BrokerSample
-from engine.events import EventKind, RunEvent
-from engine.latency import LATENCY_KEYS, BucketDecoder, LatencyKey
-from engine.progress import RunSummary, Tick
-from engine.recording import format as fmt
-from engine.sinks import PrometheusRow, RunStarted
-from engine.snapshot import ClientSnapshot, Counters
-from engine.spec import RunSpec
+from flowdeck.collectors.broker_uri import mask_text, mask_value
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LATENCY_KEYS, BucketDecoder, LatencyKey
+from flowdeck.engine.progress import RunSummary, Tick
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.sinks import PrometheusRow, RunStarted
+from flowdeck.engine.snapshot import ClientSnapshot, Counters
+from flowdeck.engine.spec import RunSpec
 
 #: Environment variable naming the sessions root; ``--sessions-dir`` overrides it.
 SESSIONS_DIR_ENV = "FLOWDECK_SESSIONS_DIR"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from collectors import LocalBroker
+from flowdeck.collectors import LocalBroker
 from tests.private_nodes import PrivateNodes
 
 

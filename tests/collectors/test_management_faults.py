@@ -13,14 +13,14 @@ from collections.abc import Callable, Coroutine
 import httpx
 import pytest
 
-from collectors import (
+from flowdeck.collectors import (
     BrokerSample,
     BrokerWatch,
     ManagementAnswerError,
     ManagementCollector,
     NodeCapacity,
 )
-from engine import topology
+from flowdeck.engine import topology
 
 OVERVIEW = {
     "rabbitmq_version": "3.10.8",

@@ -11,8 +11,14 @@ import aio_pika
 import httpx
 import pytest
 
-from collectors import BrokerSample, BrokerWatch, LocalBroker, ManagementCollector, SourceError
-from collectors.local_broker import free_port
+from flowdeck.collectors import (
+    BrokerSample,
+    BrokerWatch,
+    LocalBroker,
+    ManagementCollector,
+    SourceError,
+)
+from flowdeck.collectors.local_broker import free_port
 from tests.collectors.conftest import wait_for
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow]

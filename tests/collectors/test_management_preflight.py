@@ -11,7 +11,7 @@ import time
 import aio_pika
 import pytest
 
-from collectors import ManagementAnswerError, ManagementCollector
+from flowdeck.collectors import ManagementAnswerError, ManagementCollector
 
 pytestmark = pytest.mark.broker
 

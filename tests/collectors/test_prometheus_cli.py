@@ -12,9 +12,9 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from collectors import PrometheusServer
+from flowdeck.collectors import PrometheusServer
 
-FLOWDECK = [sys.executable, "-m", "tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
 SHARED_PROMETHEUS_TARGET = "127.0.0.1:15692"
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(300)]

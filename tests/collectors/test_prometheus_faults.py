@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from collectors import PrometheusCollector, PrometheusServer, SourceError
+from flowdeck.collectors import PrometheusCollector, PrometheusServer, SourceError
 
 ANSWERS: dict[str, tuple[int, str, bytes]] = {
     "html": (200, "text/html", b"<html><body>Grafana login</body></html>"),

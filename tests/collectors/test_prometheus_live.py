@@ -18,7 +18,7 @@ import aio_pika
 import httpx
 import pytest
 
-from collectors import (
+from flowdeck.collectors import (
     BrokerSample,
     LocalBroker,
     ManagementCollector,

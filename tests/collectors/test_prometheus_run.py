@@ -14,11 +14,11 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from collectors import LocalBroker, PrometheusServer
-from engine.controller import Controller
-from engine.recording import format as fmt
-from engine.recording.reader import open_session
-from engine.spec import RunSpec
+from flowdeck.collectors import LocalBroker, PrometheusServer
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.spec import RunSpec
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -13,8 +13,8 @@ import asyncio
 import time
 from collections.abc import Callable
 
-from engine.change import Setting
-from engine.commands import (
+from flowdeck.engine.change import Setting
+from flowdeck.engine.commands import (
     ApplyChange,
     ChangeApplied,
     Stop,
@@ -24,9 +24,15 @@ from engine.commands import (
     global_id,
     local_share,
 )
-from engine.controller import apply_to_settings
-from engine.latency import LATENCY_KEYS, encode, new_histogram, record
-from engine.snapshot import ClientSnapshot, Counters, SequenceRanges, WorkerReport, settings_of
+from flowdeck.engine.controller import apply_to_settings
+from flowdeck.engine.latency import LATENCY_KEYS, encode, new_histogram, record
+from flowdeck.engine.snapshot import (
+    ClientSnapshot,
+    Counters,
+    SequenceRanges,
+    WorkerReport,
+    settings_of,
+)
 
 APPLY_DELAY = 0.05
 #: Latency every fake message gets, in microseconds.
@@ -119,7 +125,7 @@ async def run_failing_worker(
     emit: Callable[[WorkerMessage], None],
 ) -> WorkerReport:
     """A runtime that cannot reach its broker."""
-    from engine.errors import BrokerUnavailable
+    from flowdeck.engine.errors import BrokerUnavailable
 
     raise BrokerUnavailable("cannot connect to the broker at nowhere:5672; is RabbitMQ running?")
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from collectors import LocalBroker
-from engine.amqp import Connection, connect
-from engine.publisher import Publisher
-from engine.samples import LatencySamples
+from flowdeck.collectors import LocalBroker
+from flowdeck.engine.amqp import Connection, connect
+from flowdeck.engine.publisher import Publisher
+from flowdeck.engine.samples import LatencySamples
 from tests.private_nodes import PrivateNodes
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]

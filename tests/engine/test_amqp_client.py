@@ -11,11 +11,11 @@ from typing import Any
 import aio_pika
 import pytest
 
-from engine.amqp import AmqpClosed, Connection, NullListener, connect
-from engine.consumer import Consumer, ConsumerTally
-from engine.errors import BrokerUnavailable
-from engine.publisher import Publisher
-from engine.samples import LatencySamples
+from flowdeck.engine.amqp import AmqpClosed, Connection, NullListener, connect
+from flowdeck.engine.consumer import Consumer, ConsumerTally
+from flowdeck.engine.errors import BrokerUnavailable
+from flowdeck.engine.publisher import Publisher
+from flowdeck.engine.samples import LatencySamples
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
 

@@ -15,10 +15,10 @@ import aio_pika
 import pytest
 from aiormq.exceptions import DeliveryError
 
-from engine.amqp import connect
-from engine.consumer import Consumer, ConsumerTally
-from engine.publisher import Publisher
-from engine.samples import LatencySamples
+from flowdeck.engine.amqp import connect
+from flowdeck.engine.consumer import Consumer, ConsumerTally
+from flowdeck.engine.publisher import Publisher
+from flowdeck.engine.samples import LatencySamples
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 

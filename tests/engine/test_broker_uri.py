@@ -16,14 +16,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from collectors.broker_uri import BrokerUriError, mask_text, parse_broker_uri, redact
-from engine.amqp.connection import parse_uri
-from engine.credentials import management_password, read_password_file, resolve_uri
-from engine.errors import SpecError
-from engine.spec import spec_from_mapping
+from flowdeck.collectors.broker_uri import BrokerUriError, mask_text, parse_broker_uri, redact
+from flowdeck.engine.amqp.connection import parse_uri
+from flowdeck.engine.credentials import management_password, read_password_file, resolve_uri
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.spec import spec_from_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
-FLOWDECK = [sys.executable, "-m", "tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
 
 #: Printable ASCII and some beyond: every delimiter a URI has, and none of the spaces.
 PASSWORD_CHARACTERS = st.characters(

@@ -25,17 +25,17 @@ import httpx
 import pyarrow.compute as pc
 import pytest
 
-from collectors.local_broker import LocalBroker
-from collectors.model import BrokerSample
-from engine import topology
-from engine.change import parse_change
-from engine.controller import Controller
-from engine.errors import FlowdeckError
-from engine.events import EventKind, RunEvent
-from engine.progress import Tick
-from engine.recording import format as fmt
-from engine.recording.reader import open_session
-from engine.spec import RunSpec
+from flowdeck.collectors.local_broker import LocalBroker
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine import topology
+from flowdeck.engine.change import parse_change
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.progress import Tick
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.spec import RunSpec
 from tests.private_nodes import PrivateNodes
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
@@ -165,7 +165,7 @@ async def test_when_the_limit_cannot_be_read_a_large_run_is_refused_and_a_small_
 
 def flowdeck(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", "run", *args],
+        [sys.executable, "-m", "flowdeck.tui.cli", "run", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -6,8 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.change import Change, Setting, parse_change
-from engine.errors import SpecError
+from flowdeck.engine.change import Change, Setting, parse_change
+from flowdeck.engine.errors import SpecError
 
 
 @pytest.mark.parametrize(

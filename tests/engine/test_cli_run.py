@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from engine.presets import PRESETS
+from flowdeck.engine.presets import PRESETS
 
-FLOWDECK = [sys.executable, "-m", "tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -160,7 +160,7 @@ def test_a_reader_that_goes_away_gets_no_traceback() -> None:
     os.close(read_end)
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "tui.cli", "presets"],
+            [sys.executable, "-m", "flowdeck.tui.cli", "presets"],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,

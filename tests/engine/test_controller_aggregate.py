@@ -4,10 +4,22 @@ from __future__ import annotations
 
 import pytest
 
-from engine.accounting import count, cross_worker_duplicates, data_safety, difference, union
-from engine.aggregate import SnapshotAggregator, rates_between
-from engine.latency import LatencyKind, SendBasis, encode, new_histogram, record
-from engine.snapshot import ClientSnapshot, Counters, SequenceRanges, Settings, WorkerReport
+from flowdeck.engine.accounting import (
+    count,
+    cross_worker_duplicates,
+    data_safety,
+    difference,
+    union,
+)
+from flowdeck.engine.aggregate import SnapshotAggregator, rates_between
+from flowdeck.engine.latency import LatencyKind, SendBasis, encode, new_histogram, record
+from flowdeck.engine.snapshot import (
+    ClientSnapshot,
+    Counters,
+    SequenceRanges,
+    Settings,
+    WorkerReport,
+)
 
 E2E = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
 SETTINGS = Settings(inflight=10, prefetch=10, ack_every=1, rate=100, publishers=1, consumers=1)

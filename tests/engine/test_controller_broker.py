@@ -12,11 +12,11 @@ import statistics
 
 import pytest
 
-from engine.change import parse_change
-from engine.controller import Controller
-from engine.events import EventKind, RunEvent
-from engine.progress import Tick
-from engine.spec import RunSpec, ScheduleStep
+from flowdeck.engine.change import parse_change
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.progress import Tick
+from flowdeck.engine.spec import RunSpec, ScheduleStep
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
@@ -103,8 +103,8 @@ async def test_topology_declares_type_and_arguments_and_refuses_a_conflict(
 ) -> None:
     import httpx
 
-    from engine import topology
-    from engine.errors import FlowdeckError
+    from flowdeck.engine import topology
+    from flowdeck.engine.errors import FlowdeckError
 
     spec = RunSpec(
         queue_pattern=f"{unique_name}-%d",
@@ -142,7 +142,7 @@ async def test_topology_declares_type_and_arguments_and_refuses_a_conflict(
 async def test_socket_capacity_is_read_or_the_reason_it_is_not_is_given(
     management_url: str,
 ) -> None:
-    from engine import topology
+    from flowdeck.engine import topology
 
     nodes = await topology.node_capacity(management_url, "guest", "guest")
     assert nodes and all(n.sockets_total > n.sockets_used >= 0 for n in nodes)

@@ -11,12 +11,12 @@ import asyncio
 
 import pytest
 
-from engine.change import Change, Setting, parse_change
-from engine.controller import Controller
-from engine.errors import FlowdeckError, SpecError
-from engine.events import EventKind, RunEvent
-from engine.progress import RunSummary, Tick
-from engine.spec import RunSpec
+from flowdeck.engine.change import Change, Setting, parse_change
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.progress import RunSummary, Tick
+from flowdeck.engine.spec import RunSpec
 from tests.engine.controller_fakes import FAILING_RUNTIME, FAKE_RUNTIME
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]

@@ -16,10 +16,10 @@ import aio_pika
 import httpx
 import pytest
 
-from engine.controller import Controller
-from engine.events import EventKind, RunEvent
-from engine.progress import RunSummary, Tick
-from engine.spec import RunSpec
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.progress import RunSummary, Tick
+from flowdeck.engine.spec import RunSpec
 from tests.engine.updates import collect_updates
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from engine.recording.reader import list_sessions, open_session
+from flowdeck.engine.recording.reader import list_sessions, open_session
 
 ROOT = Path(__file__).resolve().parents[2]
-FLOWDECK = [sys.executable, "-m", "tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
 RUN = ["run", "--duration", "4", "--rate", "20", "--workers", "0", "--no-record"]
 
 

@@ -24,11 +24,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from engine.events import EventKind, RunEvent
-from engine.latency import LatencyKind, SendBasis
-from engine.recording import format as fmt
-from engine.recording.reader import list_sessions, open_session
-from engine.recording.recorder import Recorder
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording.reader import list_sessions, open_session
+from flowdeck.engine.recording.recorder import Recorder
 
 sys.path.insert(0, str(Path(__file__).parent / "recording"))
 from _synthetic import SPEC, SyntheticWorker, broker_sample
@@ -151,7 +151,7 @@ def with_manifest(source: Path, target: Path, **changes: Any) -> Path:
 
 def flowdeck(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "tui.cli", *args],
+        [sys.executable, "-m", "flowdeck.tui.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -225,7 +225,7 @@ def test_random_manifest_json_reads_or_is_refused_never_a_traceback(
 ) -> None:
     """Any JSON in the manifest: the session reads and shows, or is a SessionFormatError
     (listed as skipped, shown as one line); never another exception."""
-    from tui.cli import main
+    from flowdeck.tui.cli import main
 
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "session"

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from collectors import LocalBroker
-from engine.controller import Controller
-from engine.events import EventKind, RunEvent
-from engine.progress import RunSummary, Tick
-from engine.recording.reader import open_session
-from engine.spec import RunSpec
+from flowdeck.collectors import LocalBroker
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.progress import RunSummary, Tick
+from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.spec import RunSpec
 from tests.engine.updates import collect_updates
 from tests.private_nodes import PrivateNodes
 

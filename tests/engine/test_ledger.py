@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from engine.change import Change, Setting, parse_change
-from engine.ledger import ChangeLedger
+from flowdeck.engine.change import Change, Setting, parse_change
+from flowdeck.engine.ledger import ChangeLedger
 
 
 def test_a_change_is_in_force_once_every_live_worker_applied_it() -> None:

@@ -12,15 +12,15 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from collectors import PrometheusServer
-from engine.change import parse_change
-from engine.controller import Controller
-from engine.events import EventKind, RunEvent
-from engine.latency import LatencyKind, SendBasis
-from engine.metrics_endpoint import MetricsEndpoint
-from engine.progress import Percentiles, Tick
-from engine.snapshot import Counters, Settings
-from engine.spec import RunSpec, ScheduleStep
+from flowdeck.collectors import PrometheusServer
+from flowdeck.engine.change import parse_change
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.metrics_endpoint import MetricsEndpoint
+from flowdeck.engine.progress import Percentiles, Tick
+from flowdeck.engine.snapshot import Counters, Settings
+from flowdeck.engine.spec import RunSpec, ScheduleStep
 
 E2E = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
 CONFIRM = (LatencyKind.CONFIRM, SendBasis.ACTUAL)

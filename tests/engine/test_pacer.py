@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from engine.pacer import NS_PER_S, UNLIMITED, Pacer
+from flowdeck.engine.pacer import NS_PER_S, UNLIMITED, Pacer
 
 START = 1_700_000_000 * NS_PER_S
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine.change import Setting
-from engine.errors import SpecError
-from engine.presets import PRESETS, preset
+from flowdeck.engine.change import Setting
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.presets import PRESETS, preset
 
 SEED = {  # publishers, msg/s each, queues, consumers, sweep limits
     1: (20, 1000, 10, 20, [10, 20, 50, 100, 200, 1000]),

@@ -13,10 +13,10 @@ import time
 
 import pytest
 
-from engine import topology
-from engine.commands import Stop, WorkerAssignment, WorkerCommand, WorkerMessage
-from engine.spec import RunSpec
-from engine.worker import _Worker
+from flowdeck.engine import topology
+from flowdeck.engine.commands import Stop, WorkerAssignment, WorkerCommand, WorkerMessage
+from flowdeck.engine.spec import RunSpec
+from flowdeck.engine.worker import _Worker
 
 pytestmark = [pytest.mark.broker]
 

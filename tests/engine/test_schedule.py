@@ -8,12 +8,12 @@ import time
 
 import pytest
 
-from engine.change import parse_change
-from engine.controller import Controller
-from engine.errors import FlowdeckError
-from engine.events import EventKind, RunEvent
-from engine.progress import Tick
-from engine.spec import RunSpec, ScheduleStep
+from flowdeck.engine.change import parse_change
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.progress import Tick
+from flowdeck.engine.spec import RunSpec, ScheduleStep
 from tests.engine.controller_fakes import FAKE_RUNTIME
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]

@@ -7,7 +7,7 @@ import random
 from hypothesis import given
 from hypothesis import strategies as st
 
-from engine.sequences import SequenceSet
+from flowdeck.engine.sequences import SequenceSet
 
 
 def test_in_order_numbers_make_one_range() -> None:

@@ -12,20 +12,20 @@ from pathlib import Path
 
 import pytest
 
-from engine import COMMANDS, STEERABLE
-from engine.change import Change, Setting, format_number, parse_change
-from engine.controller import Controller, apply_to_settings
-from engine.errors import SpecError
-from engine.settings import Scope, Step
-from engine.snapshot import Settings, settings_of
-from engine.spec import FIELDS, RunSpec
-from engine.worker import _APPLY
+from flowdeck.engine import COMMANDS, STEERABLE
+from flowdeck.engine.change import Change, Setting, format_number, parse_change
+from flowdeck.engine.controller import Controller, apply_to_settings
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.settings import Scope, Step
+from flowdeck.engine.snapshot import Settings, settings_of
+from flowdeck.engine.spec import FIELDS, RunSpec
+from flowdeck.engine.worker import _APPLY
+from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.cli import build_parser
+from flowdeck.tui.keys import KEY_TABLE, step_change
+from flowdeck.tui.screens.live import LiveScreen
 from tests.engine.controller_fakes import FAKE_RUNTIME
 from tests.tui.fakes import FakeControl
-from tui.app import FlowdeckApp
-from tui.cli import build_parser
-from tui.keys import KEY_TABLE, step_change
-from tui.screens.live import LiveScreen
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 ENGINE_PAGE = (ROOT / "docs" / "engine.md").read_text(encoding="utf-8")
@@ -50,7 +50,7 @@ def test_every_setting_is_a_registry_row_or_a_command_and_the_worker_applies_it(
 
 @pytest.mark.parametrize("row", STEERABLE, ids=lambda r: r.name)
 def test_row_drives_spec_field_validation_and_settings(row: object) -> None:
-    from engine.settings import SteerableSetting
+    from flowdeck.engine.settings import SteerableSetting
 
     assert isinstance(row, SteerableSetting)
     info = FIELDS[row.field]
@@ -71,7 +71,7 @@ def test_row_drives_spec_field_validation_and_settings(row: object) -> None:
 
 @pytest.mark.parametrize("row", STEERABLE, ids=lambda r: r.name)
 def test_row_has_a_cli_flag_a_change_form_and_aliases(row: object) -> None:
-    from engine.settings import SteerableSetting
+    from flowdeck.engine.settings import SteerableSetting
 
     assert isinstance(row, SteerableSetting)
     flag = "--" + row.field.replace("_", "-")
@@ -90,7 +90,7 @@ def test_row_has_a_cli_flag_a_change_form_and_aliases(row: object) -> None:
 
 @pytest.mark.parametrize("row", STEERABLE, ids=lambda r: r.name)
 def test_steerable_row_has_keys_palette_label_and_docs_rows(row: object) -> None:
-    from engine.settings import SteerableSetting
+    from flowdeck.engine.settings import SteerableSetting
 
     assert isinstance(row, SteerableSetting)
     actions = {r.key: r.action for r in KEY_TABLE}

@@ -12,12 +12,12 @@ from typing import Any
 import httpx
 import pytest
 
-from collectors import BrokerSample, ManagementCollector
-from engine.errors import FlowdeckError
-from engine.events import EventKind, RunEvent
-from engine.sinks import PrometheusRow
-from engine.sources import BrokerSources
-from engine.spec import RunSpec
+from flowdeck.collectors import BrokerSample, ManagementCollector
+from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.sinks import PrometheusRow
+from flowdeck.engine.sources import BrokerSources
+from flowdeck.engine.spec import RunSpec
 
 OVERVIEW = {
     "rabbitmq_version": "3.10.8",

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engine.change import Change, Setting
-from engine.errors import SpecError
-from engine.spec import FIELDS, RunSpec, ScheduleStep, load_spec_file, spec_from_mapping
-from tui.cli.common import add_spec_arguments, spec_from_args
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.spec import FIELDS, RunSpec, ScheduleStep, load_spec_file, spec_from_mapping
+from flowdeck.tui.cli.common import add_spec_arguments, spec_from_args
 
 
 def test_defaults_are_valid() -> None:
@@ -179,7 +179,7 @@ def test_scaled_shrinks_counts_and_keeps_per_client_limits() -> None:
 
 
 def test_with_duration_keeps_each_step_at_the_same_fraction() -> None:
-    from engine.presets import preset
+    from flowdeck.engine.presets import preset
 
     sweep = preset("bench1-sweep")
     short = sweep.with_duration(30)

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import pytest
 
-from collectors import LocalBroker, ManagementCollector, TlsFiles
-from engine.amqp.connection import connect
-from engine.errors import BrokerUnavailable
-from engine.tls import (
+from flowdeck.collectors import LocalBroker, ManagementCollector, TlsFiles
+from flowdeck.engine.amqp.connection import connect
+from flowdeck.engine.errors import BrokerUnavailable
+from flowdeck.engine.tls import (
     INSECURE_WARNING,
     TlsError,
     TlsOptions,
@@ -33,7 +33,7 @@ from engine.tls import (
 from tests.private_nodes import PrivateNodes
 
 ROOT = Path(__file__).resolve().parents[2]
-FLOWDECK = [sys.executable, "-m", "tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
 
 
 @dataclass(frozen=True)

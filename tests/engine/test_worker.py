@@ -13,8 +13,8 @@ import aio_pika
 import httpx
 import pytest
 
-from engine.change import Change, Setting
-from engine.commands import (
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.commands import (
     ApplyChange,
     ChangeApplied,
     Stop,
@@ -23,10 +23,10 @@ from engine.commands import (
     WorkerEvent,
     WorkerMessage,
 )
-from engine.errors import BrokerUnavailable
-from engine.snapshot import ClientSnapshot, WorkerReport
-from engine.spec import RunSpec
-from engine.worker import run_worker
+from flowdeck.engine.errors import BrokerUnavailable
+from flowdeck.engine.snapshot import ClientSnapshot, WorkerReport
+from flowdeck.engine.spec import RunSpec
+from flowdeck.engine.worker import run_worker
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import random
 from array import array
 
-from engine import latency as hdr
-from engine.samples import fold
+from flowdeck.engine import latency as hdr
+from flowdeck.engine.samples import fold
 
 
 def test_fold_equals_recording_every_value() -> None:

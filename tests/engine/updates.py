@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from engine.controller import Controller
-from engine.events import RunEvent
-from engine.progress import Tick
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.events import RunEvent
+from flowdeck.engine.progress import Tick
 
 
 def collect_updates(controller: Controller) -> tuple[list[RunEvent], list[Tick]]:

@@ -10,7 +10,12 @@ from typing import Any
 
 from hdrh.histogram import HdrHistogram
 
-from engine.latency import HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS, percentile_from_buckets
+from flowdeck.engine.latency import (
+    HIGHEST_US,
+    LOWEST_US,
+    SIGNIFICANT_DIGITS,
+    percentile_from_buckets,
+)
 from tests.spark_reports.synthetic import SyntheticSession
 
 

@@ -15,8 +15,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from engine.latency import new_histogram
-from engine.recording.format import (
+from flowdeck.engine.latency import new_histogram
+from flowdeck.engine.recording.format import (
     BROKER_DIR,
     BROKER_SCHEMA,
     CLIENT_DIR,

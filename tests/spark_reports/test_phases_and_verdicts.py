@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from spark_reports.phases import AFTER_EVERYTHING_US, BEFORE_EVERYTHING_US, split_phases
-from spark_reports.verdict import (
+from flowdeck.spark_reports.phases import AFTER_EVERYTHING_US, BEFORE_EVERYTHING_US, split_phases
+from flowdeck.spark_reports.verdict import (
     PhaseLoad,
     SweepPoint,
     Verdict,

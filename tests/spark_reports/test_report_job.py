@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from spark_reports.build import Report, build_report
+from flowdeck.spark_reports.build import Report, build_report
 from tests.spark_reports import expected as exp
 from tests.spark_reports.synthetic import PhasePlan, SyntheticSession, write_session
 
@@ -253,7 +253,7 @@ def test_cli_writes_the_report(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from tui.cli import main
+    from flowdeck.tui.cli import main
 
     # One session by id prefix under --sessions-dir (as `flowdeck sessions show` takes
     # it), one by path.
@@ -273,9 +273,9 @@ def test_cli_writes_the_report(
 def test_session_ids_resolve_like_sessions_show(
     sessions: dict[str, SyntheticSession], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from spark_reports.inputs import InputError
-    from tui.cli import build_parser
-    from tui.cli.report import resolve_sessions
+    from flowdeck.spark_reports.inputs import InputError
+    from flowdeck.tui.cli import build_parser
+    from flowdeck.tui.cli.report import resolve_sessions
 
     root = sessions["classic"].path.parent
     monkeypatch.setenv("FLOWDECK_SESSIONS_DIR", str(root))
@@ -317,10 +317,10 @@ def test_a_bad_session_fails_before_spark_starts(
 ) -> None:
     import json
 
-    from engine.recording.format import MANIFEST
-    from tui.cli import main
+    from flowdeck.engine.recording.format import MANIFEST
+    from flowdeck.tui.cli import main
 
-    monkeypatch.setattr("spark_reports.job.spark_session", no_spark)
+    monkeypatch.setattr("flowdeck.spark_reports.job.spark_session", no_spark)
     root = tmp_path / "sessions"
     for name in ("s1", "s2"):
         (root / name).mkdir(parents=True)
@@ -343,10 +343,10 @@ def test_an_unwritable_out_fails_before_spark_starts(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from spark_reports.job import main as job_main
-    from tui.cli import main
+    from flowdeck.spark_reports.job import main as job_main
+    from flowdeck.tui.cli import main
 
-    monkeypatch.setattr("spark_reports.job.spark_session", no_spark)
+    monkeypatch.setattr("flowdeck.spark_reports.job.spark_session", no_spark)
     session = str(sessions["classic"].path)
     a_file = tmp_path / "a-file"
     a_file.write_text("", encoding="utf-8")
@@ -361,7 +361,7 @@ def test_an_unwritable_out_fails_before_spark_starts(
 def test_cli_names_a_path_that_is_not_a_session(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tui.cli import main
+    from flowdeck.tui.cli import main
 
     code = main(["report", str(tmp_path), "--out", str(tmp_path / "r")])
     assert code == 2
@@ -379,8 +379,8 @@ def test_report_skips_a_garbage_part_and_an_unreadable_session(
     import json
     import shutil
 
-    from engine.recording.format import MANIFEST
-    from tui.cli import main
+    from flowdeck.engine.recording.format import MANIFEST
+    from flowdeck.tui.cli import main
 
     broken = tmp_path / "quorum-with-garbage"
     shutil.copytree(sessions["quorum"].path, broken)
@@ -410,7 +410,7 @@ def test_report_skips_a_garbage_part_and_an_unreadable_session(
 
 
 def test_phase_target_is_over_the_seconds_not_paused(spark: Any) -> None:
-    from spark_reports.measure import phase_client_stats
+    from flowdeck.spark_reports.measure import phase_client_stats
 
     def second(phase: int, sec: int, target: float | None, paused: int) -> dict[str, Any]:
         publish = 0.0 if paused or target is None else 200.0

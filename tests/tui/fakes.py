@@ -7,16 +7,16 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from collectors.model import BrokerSample, NodeSample, QueueSample
-from engine.change import Change, Setting
-from engine.errors import SpecError
-from engine.events import EventKind, RunEvent
-from engine.latency import LatencyKind, SendBasis
-from engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
-from engine.settings import BY_SETTING
-from engine.snapshot import Counters, Settings, settings_of
-from engine.spec import RunSpec
-from tui.source import Listener, RunUpdate
+from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
+from flowdeck.engine.settings import BY_SETTING
+from flowdeck.engine.snapshot import Counters, Settings, settings_of
+from flowdeck.engine.spec import RunSpec
+from flowdeck.tui.source import Listener, RunUpdate
 
 #: A fixed clock so snapshots and ages do not depend on when the test runs.
 T0 = 1_700_000_000.0

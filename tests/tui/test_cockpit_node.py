@@ -11,10 +11,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from collectors import registered_nodes
-from engine.presets import DEFAULT_PRESET, preset
-from tui.app import FlowdeckApp
-from tui.launcher import prepare_run
+from flowdeck.collectors import registered_nodes
+from flowdeck.engine.presets import DEFAULT_PRESET, preset
+from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.launcher import prepare_run
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(240)]
 

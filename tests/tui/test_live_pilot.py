@@ -7,15 +7,15 @@ import io
 
 from rich.console import Console
 
-from engine.change import Change, Setting
+from flowdeck.engine.change import Change, Setting
+from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.screens.live import LiveScreen
+from flowdeck.tui.widgets.alarm_banner import AlarmBanner
+from flowdeck.tui.widgets.event_log import EventLog
+from flowdeck.tui.widgets.gauges import BrokerGauges
+from flowdeck.tui.widgets.queue_table import QueueTable
+from flowdeck.tui.widgets.settings_bar import SettingsBar
 from tests.tui.fakes import T0, FakeControl, make_sample
-from tui.app import FlowdeckApp
-from tui.screens.live import LiveScreen
-from tui.widgets.alarm_banner import AlarmBanner
-from tui.widgets.event_log import EventLog
-from tui.widgets.gauges import BrokerGauges
-from tui.widgets.queue_table import QueueTable
-from tui.widgets.settings_bar import SettingsBar
 
 
 def text_of(widget: object) -> str:
@@ -176,7 +176,7 @@ async def test_stop_asks_then_shows_the_summary() -> None:
         for _ in range(10):
             await pilot.pause()
         assert fake.stopped
-        from tui.screens.summary import SummaryScreen, summary_renderable
+        from flowdeck.tui.screens.summary import SummaryScreen, summary_renderable
 
         assert isinstance(app.screen, SummaryScreen)
         shown = rich_text(summary_renderable(app.screen.summary))
@@ -186,7 +186,7 @@ async def test_stop_asks_then_shows_the_summary() -> None:
 
 
 async def test_help_lists_every_key_of_the_table() -> None:
-    from tui.keys import KEY_TABLE
+    from flowdeck.tui.keys import KEY_TABLE
 
     fake = FakeControl()
     app = FlowdeckApp(control=fake)
@@ -194,7 +194,7 @@ async def test_help_lists_every_key_of_the_table() -> None:
         await started(pilot, fake)
         await pilot.press("question_mark")
         await pilot.pause()
-        from tui.screens.help import HelpScreen, help_table
+        from flowdeck.tui.screens.help import HelpScreen, help_table
 
         assert isinstance(app.screen, HelpScreen)
         text = rich_text(help_table(app.screen.rows))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import math
 
-from tui.plot import Row, Series, plot
+from flowdeck.tui.plot import Row, Series, plot
 
 BLUE = (0, 114, 178)
 GREY = (153, 153, 153)

@@ -14,13 +14,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engine.change import Change, Setting
-from engine.recording.reader import list_sessions, open_session
-from engine.spec import RunSpec
-from tui.app import FlowdeckApp
-from tui.screens.live import LiveScreen
-from tui.screens.summary import SummaryScreen
-from tui.widgets.settings_bar import SettingsBar
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.recording.reader import list_sessions, open_session
+from flowdeck.engine.spec import RunSpec
+from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.screens.live import LiveScreen
+from flowdeck.tui.screens.summary import SummaryScreen
+from flowdeck.tui.widgets.settings_bar import SettingsBar
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow]
 
@@ -53,7 +53,7 @@ async def wait_for(pilot: object, condition: Callable[[], bool], seconds: float 
 async def test_inflight_key_reaches_the_real_engine(
     shared_uri: str, unique_name: str, tmp_path: Path
 ) -> None:
-    from engine.controller import Controller
+    from flowdeck.engine.controller import Controller
 
     spec = small_spec(shared_uri, unique_name)
     control = Controller(spec, uri=shared_uri, sessions_root=tmp_path, cleanup=True)
@@ -114,14 +114,14 @@ async def test_private_node_statistics_interval_is_shown(
     unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The dashboard says the interval the node really collects at, not the 5 s default."""
-    import collectors.provisioner
-    import tui.launcher
-    from tui.widgets.gauges import BrokerGauges
+    from flowdeck.collectors import provisioner as provisioner_module
+    from flowdeck.tui import launcher
+    from flowdeck.tui.widgets.gauges import BrokerGauges
 
-    monkeypatch.setattr(collectors.provisioner, "LocalBroker", SharedBrokerAsPrivateNode)
+    monkeypatch.setattr(provisioner_module, "LocalBroker", SharedBrokerAsPrivateNode)
     spec = replace(small_spec("", unique_name), workers=0)
-    provisioner = collectors.provisioner.Provisioner()
-    prepared = tui.launcher.prepare_run(spec, tmp_path, provisioner=provisioner)
+    provisioner = provisioner_module.Provisioner()
+    prepared = launcher.prepare_run(spec, tmp_path, provisioner=provisioner)
     app = FlowdeckApp(control=prepared.control)  # type: ignore[arg-type]
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.screen

@@ -7,18 +7,18 @@ from pathlib import Path
 
 import pytest
 
-from engine.events import EventKind, RunEvent
-from engine.latency import LatencyKind, SendBasis, encode, new_histogram, record
-from engine.recording.reader import open_session
-from engine.recording.recorder import Recorder
-from engine.snapshot import ClientSnapshot, Counters, Settings
-from engine.spec import RunSpec
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LatencyKind, SendBasis, encode, new_histogram, record
+from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.recording.recorder import Recorder
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
+from flowdeck.engine.spec import RunSpec
+from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.replay import load_replay
+from flowdeck.tui.screens.replay import ReplayScreen
+from flowdeck.tui.widgets.alarm_banner import AlarmBanner
+from flowdeck.tui.widgets.settings_bar import SettingsBar
 from tests.tui.fakes import T0, make_sample
-from tui.app import FlowdeckApp
-from tui.replay import load_replay
-from tui.screens.replay import ReplayScreen
-from tui.widgets.alarm_banner import AlarmBanner
-from tui.widgets.settings_bar import SettingsBar
 
 SECONDS = 20
 RATE = 400  # messages each second before the change, per worker
@@ -162,7 +162,7 @@ async def test_replay_screen_plays_pauses_and_seeks(recorded: Path) -> None:
 
 
 async def test_sessions_screen_lists_and_opens_a_replay(recorded: Path) -> None:
-    from tui.screens.sessions import SessionsScreen
+    from flowdeck.tui.screens.sessions import SessionsScreen
 
     app = FlowdeckApp(sessions_root=recorded.parent)
     async with app.run_test(size=(120, 30)) as pilot:

@@ -12,10 +12,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine.change import Change, Setting
+from flowdeck.engine.change import Change, Setting
+from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.screens.live import LiveScreen
 from tests.tui.fakes import T0, FakeControl, make_sample
-from tui.app import FlowdeckApp
-from tui.screens.live import LiveScreen
 
 
 @pytest.fixture(autouse=True)

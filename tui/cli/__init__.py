@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.errors import FlowdeckError, SpecError
 
 #: Subcommand modules, in the order ``flowdeck --help`` lists them.
 COMMAND_MODULES = (
@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print versions and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        module = importlib.import_module(f"tui.cli.{name}")
+        module = importlib.import_module(f"flowdeck.tui.cli.{name}")
         module.register(subparsers)
     return parser
 
@@ -82,7 +82,7 @@ def _opens_cockpit(words: list[str]) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words == ["--version"]:  # answer without building every subcommand's parser
-        from tui.cli.versions import print_versions
+        from flowdeck.tui.cli.versions import print_versions
 
         print_versions()
         return 0
@@ -93,7 +93,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         usage_error(args.command_prog, f"unrecognized arguments: {' '.join(unknown)}")
     if args.version:
-        from tui.cli.versions import print_versions
+        from flowdeck.tui.cli.versions import print_versions
 
         print_versions()
         return 0

@@ -10,8 +10,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from engine.presets import DEFAULT_PRESET, preset
-from engine.spec import RunSpec, load_spec_file
+from flowdeck.engine.presets import DEFAULT_PRESET, preset
+from flowdeck.engine.spec import RunSpec, load_spec_file
 
 
 def register(subparsers: Any) -> None:
@@ -44,7 +44,7 @@ def register(subparsers: Any) -> None:
 
 
 def initial_spec(args: argparse.Namespace) -> RunSpec:
-    from tui.screens.launch import DEFAULT_SCALE
+    from flowdeck.tui.screens.launch import DEFAULT_SCALE
 
     scale = args.scale if args.scale is not None else DEFAULT_SCALE
     if args.spec is not None:
@@ -67,7 +67,7 @@ def initial_spec(args: argparse.Namespace) -> RunSpec:
 
 def open_cockpit(args: argparse.Namespace) -> int:
     spec = initial_spec(args)
-    from tui.app import FlowdeckApp
+    from flowdeck.tui.app import FlowdeckApp
 
     app = FlowdeckApp(
         spec=spec,

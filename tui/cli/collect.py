@@ -20,9 +20,9 @@ import sys
 import time
 from typing import Any
 
-from collectors.model import BrokerSample
-from engine.credentials import URI_ENV, broker_uri, management_password
-from engine.errors import FlowdeckError
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.credentials import URI_ENV, broker_uri, management_password
+from flowdeck.engine.errors import FlowdeckError
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -68,12 +68,12 @@ def _broker(args: argparse.Namespace) -> tuple[str, str | None, float | None]:
     if uri:
         return uri, args.management_url, args.statistics_interval
     if not args.management_url and not args.prometheus_url:
-        from tui.cli.broker import _attached
+        from flowdeck.tui.cli.broker import _attached
 
         node = _attached()
         if node is not None and node.running:
             return node.uri, node.management_url, node.stats_interval_ms / 1000
-        from collectors import registered_nodes
+        from flowdeck.collectors import registered_nodes
 
         owned = registered_nodes()  # a cockpit's or a running `flowdeck run`'s node
         if owned:
@@ -82,7 +82,7 @@ def _broker(args: argparse.Namespace) -> tuple[str, str | None, float | None]:
 
 
 def _source(args: argparse.Namespace) -> Any:
-    from collectors import ManagementCollector, credentials_from_uri, management_url_for
+    from flowdeck.collectors import ManagementCollector, credentials_from_uri, management_url_for
 
     uri, management_url, interval = _broker(args)
     uri = str(broker_uri(uri))  # SpecError (exit 2, no password) for a bad one
@@ -94,7 +94,7 @@ def _source(args: argparse.Namespace) -> Any:
     )
     queues = [q for q in args.queues.split(",") if q] if args.queues else None
     if args.prometheus_url:
-        from collectors import PrometheusCollector
+        from flowdeck.collectors import PrometheusCollector
 
         return PrometheusCollector(
             args.prometheus_url,
@@ -120,7 +120,7 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 async def _collect_async(args: argparse.Namespace) -> int:
-    from collectors import BrokerWatch, SourceError
+    from flowdeck.collectors import BrokerWatch, SourceError
 
     source = _source(args)
     try:

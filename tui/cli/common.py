@@ -18,12 +18,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from collectors.broker_uri import redact
-from engine.change import format_number, parse_change
-from engine.credentials import URI_ENV, broker_uri, management_password
-from engine.errors import FlowdeckError, SpecError
-from engine.presets import DEFAULT_PRESET, preset
-from engine.spec import (
+from flowdeck.collectors.broker_uri import redact
+from flowdeck.engine.change import format_number, parse_change
+from flowdeck.engine.credentials import URI_ENV, broker_uri, management_password
+from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.presets import DEFAULT_PRESET, preset
+from flowdeck.engine.spec import (
     FIELDS,
     RunSpec,
     ScheduleStep,
@@ -32,7 +32,7 @@ from engine.spec import (
 )
 
 if TYPE_CHECKING:
-    from collectors.provisioner import Provisioner
+    from flowdeck.collectors.provisioner import Provisioner
 
 #: Scale of the default preset when ``flowdeck run`` gets no spec at all: fits 2 cores.
 DEFAULT_SCALE = 0.05
@@ -299,8 +299,8 @@ def resolve_broker(
     uri = spec.uri or env.get(URI_ENV, "")
     if uri:
         uri = str(broker_uri(uri))  # a bad FLOWDECK_URI is a SpecError (exit 2) too
-        from collectors import prometheus_target_for
-        from tui.cli.broker import started_node_for
+        from flowdeck.collectors import prometheus_target_for
+        from flowdeck.tui.cli.broker import started_node_for
 
         started = None if spec.management_url else started_node_for(uri)
         if started is not None:  # `flowdeck broker start`'s node: its own management URL
@@ -319,7 +319,7 @@ def resolve_broker(
             False,
             prometheus_target_for(uri),
         )
-    from collectors import SourceError
+    from flowdeck.collectors import SourceError
 
     fresh = provisioner.running_node is None
     if fresh and announce is not None:
@@ -346,7 +346,7 @@ def broker_for(
 ) -> Iterator[Broker]:
     """``resolve_broker`` for one run: a private node it starts is stopped when the block
     ends (and is registered meanwhile, so ``flowdeck broker status`` elsewhere sees it)."""
-    from collectors import Provisioner
+    from flowdeck.collectors import Provisioner
 
     with Provisioner(name="flowdeck-run") as provisioner:
         yield resolve_broker(spec, provisioner, environ, announce)
@@ -365,7 +365,7 @@ def prometheus_for(broker: Broker, start: bool, announce: Any = None) -> Iterato
             "prometheus_url",
             "give either --prometheus-url or --start-prometheus, not both",
         )
-    from collectors import Provisioner, SourceError
+    from flowdeck.collectors import Provisioner, SourceError
 
     with Provisioner(name="flowdeck-run") as provisioner:
         try:

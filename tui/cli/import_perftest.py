@@ -15,11 +15,11 @@ from typing import Any
 
 import tomli_w
 
-from engine.errors import SpecError
-from engine.perftest import spec_from_perftest
-from engine.presets import preset
-from engine.spec import RunSpec, load_spec_file, spec_from_mapping
-from tui.cli.common import (
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.perftest import spec_from_perftest
+from flowdeck.engine.presets import preset
+from flowdeck.engine.spec import RunSpec, load_spec_file, spec_from_mapping
+from flowdeck.tui.cli.common import (
     flag_values,
     parse_duration,
     parse_schedule_flag,

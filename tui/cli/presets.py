@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from engine.presets import DEFAULT_PRESET, PRESETS
-from engine.spec import RunSpec
+from flowdeck.engine.presets import DEFAULT_PRESET, PRESETS
+from flowdeck.engine.spec import RunSpec
 
 
 def register(subparsers: Any) -> None:

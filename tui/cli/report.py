@@ -15,9 +15,9 @@ import os
 import sys
 from typing import Any
 
-from engine.errors import FlowdeckError
-from engine.recording.reader import SessionNotFound, find_session
-from tui.cli.sessions import add_sessions_dir_argument, sessions_root
+from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.recording.reader import SessionNotFound, find_session
+from flowdeck.tui.cli.sessions import add_sessions_dir_argument, sessions_root
 
 
 def register(subparsers: Any) -> None:
@@ -29,7 +29,7 @@ def register(subparsers: Any) -> None:
         "session id (or a unique prefix) under --sessions-dir, a session directory or a "
         "Hadoop URI.",
     )
-    from spark_reports.job import add_arguments  # imports no PySpark
+    from flowdeck.spark_reports.job import add_arguments  # imports no PySpark
 
     add_arguments(parser)
     add_sessions_dir_argument(parser)
@@ -40,7 +40,7 @@ def resolve_sessions(args: argparse.Namespace) -> list[str]:
     """Each SESSION as the job takes it: Hadoop URIs, paths that exist and anything spelt
     like a path as given (the job's check names what is wrong with them), anything else a
     session id under the sessions root (InputError naming it when there is none)."""
-    from spark_reports.inputs import InputError, is_local, local_path
+    from flowdeck.spark_reports.inputs import InputError, is_local, local_path
 
     resolved: list[str] = []
     for given in args.sessions:
@@ -56,7 +56,7 @@ def resolve_sessions(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from spark_reports.inputs import InputError
+    from flowdeck.spark_reports.inputs import InputError
 
     try:
         args.sessions = resolve_sessions(args)
@@ -69,6 +69,6 @@ def run(args: argparse.Namespace) -> int:
             f"the report job needs {' and '.join(missing)}, not installed; "
             "install them with: pip install 'flowdeck[reports]'"
         )
-    from spark_reports.job import run as run_job
+    from flowdeck.spark_reports.job import run as run_job
 
     return run_job(args)

@@ -18,18 +18,18 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from collectors.broker_uri import redact
-from collectors.model import BrokerSample
-from engine.controller import Controller
-from engine.credentials import resolve_uri
-from engine.errors import FlowdeckError, SpecError
-from engine.events import EventKind, RunEvent
-from engine.latency import LatencyKind, SendBasis
-from engine.progress import Percentiles, RunSummary, Tick
-from engine.sinks import NullSink
-from engine.tls import INSECURE_WARNING, TlsOptions, tls_options, with_tls_options
-from engine.topology import UNCHECKED_CONNECTIONS_LIMIT
-from tui.cli.common import (
+from flowdeck.collectors.broker_uri import redact
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.credentials import resolve_uri
+from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.progress import Percentiles, RunSummary, Tick
+from flowdeck.engine.sinks import NullSink
+from flowdeck.engine.tls import INSECURE_WARNING, TlsOptions, tls_options, with_tls_options
+from flowdeck.engine.topology import UNCHECKED_CONNECTIONS_LIMIT
+from flowdeck.tui.cli.common import (
     add_broker_arguments,
     add_spec_arguments,
     broker_for,
@@ -37,7 +37,7 @@ from tui.cli.common import (
     parse_number,
     prometheus_for,
 )
-from tui.cli.import_perftest import add_perftest_option, spec_from_run_args
+from flowdeck.tui.cli.import_perftest import add_perftest_option, spec_from_run_args
 
 E2E = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
 _QUIET_EVENTS = {EventKind.PHASE}
@@ -144,7 +144,7 @@ def run_command(args: argparse.Namespace) -> int:
         if args.sessions_dir:
             sessions_root = Path(args.sessions_dir)
         else:
-            from engine.recording.recorder import default_sessions_root
+            from flowdeck.engine.recording.recorder import default_sessions_root
 
             sessions_root = default_sessions_root()
 
@@ -175,7 +175,7 @@ def run_command(args: argparse.Namespace) -> int:
         )
         endpoint = None
         if args.metrics_port is not None:
-            from engine.metrics_endpoint import MetricsEndpoint
+            from flowdeck.engine.metrics_endpoint import MetricsEndpoint
 
             port = args.metrics_port
             if not port.isdigit() or int(port) > 65_535:

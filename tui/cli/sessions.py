@@ -12,19 +12,19 @@ import time
 from pathlib import Path
 from typing import Any
 
-from collectors.broker_uri import redact
-from engine.errors import FlowdeckError
-from engine.events import EventKind
-from engine.latency import LatencyKind, SendBasis
-from engine.recording import format as fmt
-from engine.recording.reader import (
+from flowdeck.collectors.broker_uri import redact
+from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.events import EventKind
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording.reader import (
     SessionInfo,
     delete_session,
     export_csv,
     list_sessions,
     open_session_by_id,
 )
-from engine.recording.recorder import SESSIONS_DIR_ENV, default_sessions_root
+from flowdeck.engine.recording.recorder import SESSIONS_DIR_ENV, default_sessions_root
 
 
 def add_sessions_dir_argument(parser: argparse.ArgumentParser) -> None:

@@ -98,7 +98,7 @@ def broker_versions(
     """
     import httpx
 
-    from collectors import credentials_from_uri, management_url_for
+    from flowdeck.collectors import credentials_from_uri, management_url_for
 
     try:
         url = management_url or management_url_for(uri)
@@ -139,7 +139,7 @@ def version_lines(environ: Mapping[str, str] | None = None) -> list[str]:
     lines.append(f"Erlang/OTP {erlang or NOT_FOUND} (installed on this machine)")
     uri = env.get("FLOWDECK_URI", "")
     if uri:
-        from collectors.broker_uri import redact
+        from flowdeck.collectors.broker_uri import redact
 
         answer = broker_versions(uri)
         where = redact(uri)

@@ -11,7 +11,7 @@ from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from tui.keys import KEY_DISPLAY, KEY_TABLE, KeyRow
+from flowdeck.tui.keys import KEY_DISPLAY, KEY_TABLE, KeyRow
 
 
 def help_table(rows: tuple[KeyRow, ...] = KEY_TABLE) -> Table:

@@ -17,11 +17,11 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, OptionList, Select, Static, Switch
 from textual.widgets.option_list import Option
 
-from engine.errors import FlowdeckError, SpecError
-from engine.presets import DEFAULT_PRESET, PRESETS, preset
-from engine.spec import FIELDS, RunSpec, load_spec_file, spec_from_mapping
-from tui.broker_check import CheckLine, check_sources
-from tui.spec_text import field_text, field_value
+from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.presets import DEFAULT_PRESET, PRESETS, preset
+from flowdeck.engine.spec import FIELDS, RunSpec, load_spec_file, spec_from_mapping
+from flowdeck.tui.broker_check import CheckLine, check_sources
+from flowdeck.tui.spec_text import field_text, field_value
 
 #: Presets reproduce full-size benchmarks; the cockpit starts them scaled to a small machine.
 DEFAULT_SCALE = 0.1
@@ -375,7 +375,7 @@ class LaunchScreen(Screen[None]):
 
     @work(exclusive=True, thread=True, group="launch")
     def prepare(self, spec: RunSpec) -> None:
-        from tui.launcher import prepare_run
+        from flowdeck.tui.launcher import prepare_run
 
         try:
             prepared = prepare_run(
@@ -389,11 +389,11 @@ class LaunchScreen(Screen[None]):
         self.app.call_from_thread(self.open_live, prepared.control)
 
     def open_live(self, control: Any) -> None:
-        from tui.screens.live import LiveScreen
+        from flowdeck.tui.screens.live import LiveScreen
 
         self.app.push_screen(LiveScreen(control))
 
     def action_sessions(self) -> None:
-        from tui.screens.sessions import SessionsScreen
+        from flowdeck.tui.screens.sessions import SessionsScreen
 
         self.app.push_screen(SessionsScreen())

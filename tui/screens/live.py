@@ -11,15 +11,15 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent
 
-from collectors.model import BrokerSample
-from engine.change import Change, Setting
-from engine.errors import FlowdeckError, SpecError
-from engine.events import EventKind, RunEvent
-from engine.latency import SendBasis
-from engine.progress import RunSummary, Tick
-from tui.app import freeze_long_lived
-from tui.keys import LABELS, bindings, step_change
-from tui.messages import (
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import SendBasis
+from flowdeck.engine.progress import RunSummary, Tick
+from flowdeck.tui.app import freeze_long_lived
+from flowdeck.tui.keys import LABELS, bindings, step_change
+from flowdeck.tui.messages import (
     BrokerSampleReceived,
     ChangeRequested,
     EventReceived,
@@ -27,12 +27,12 @@ from tui.messages import (
     RunFinished,
     TickReceived,
 )
-from tui.model import RunHistory
-from tui.screens.help import HelpScreen
-from tui.screens.prompt import ChangePrompt, ConfirmStop
-from tui.source import RunControl, RunUpdate
-from tui.widgets.dashboard import Dashboard
-from tui.widgets.latency_chart import LatencyChart
+from flowdeck.tui.model import RunHistory
+from flowdeck.tui.screens.help import HelpScreen
+from flowdeck.tui.screens.prompt import ChangePrompt, ConfirmStop
+from flowdeck.tui.source import RunControl, RunUpdate
+from flowdeck.tui.widgets.dashboard import Dashboard
+from flowdeck.tui.widgets.latency_chart import LatencyChart
 
 #: Terminal width from which the dashboard spreads out.
 WIDE_COLUMNS = 140
@@ -132,7 +132,7 @@ class LiveScreen(Screen[None]):
         if self.finished:
             return
         self.finished = True
-        from tui.screens.summary import SummaryScreen
+        from flowdeck.tui.screens.summary import SummaryScreen
 
         self.app.switch_screen(SummaryScreen(message.summary))
 

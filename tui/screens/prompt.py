@@ -11,8 +11,8 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
-from engine.change import Change, Setting, parse_change
-from engine.errors import SpecError
+from flowdeck.engine.change import Change, Setting, parse_change
+from flowdeck.engine.errors import SpecError
 
 
 class ChangePrompt(ModalScreen[Change | None]):

@@ -11,14 +11,14 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, TabbedContent
 
-from engine.latency import SendBasis
-from tui.model import RunHistory
-from tui.replay import Replay, apply_frame
-from tui.screens.live import WIDE_COLUMNS
-from tui.widgets.dashboard import Dashboard
-from tui.widgets.event_log import EventLog
-from tui.widgets.latency_chart import LatencyChart
-from tui.widgets.run_header import RunHeader
+from flowdeck.engine.latency import SendBasis
+from flowdeck.tui.model import RunHistory
+from flowdeck.tui.replay import Replay, apply_frame
+from flowdeck.tui.screens.live import WIDE_COLUMNS
+from flowdeck.tui.widgets.dashboard import Dashboard
+from flowdeck.tui.widgets.event_log import EventLog
+from flowdeck.tui.widgets.latency_chart import LatencyChart
+from flowdeck.tui.widgets.run_header import RunHeader
 
 SPEEDS = (1.0, 2.0, 5.0, 10.0, 30.0)
 

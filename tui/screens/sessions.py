@@ -15,11 +15,11 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from engine.errors import FlowdeckError
-from engine.recording.reader import SessionInfo, list_sessions, open_session
-from engine.recording.recorder import default_sessions_root
-from tui.model import human_count
-from tui.widgets.run_header import clock
+from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.recording.reader import SessionInfo, list_sessions, open_session
+from flowdeck.engine.recording.recorder import default_sessions_root
+from flowdeck.tui.model import human_count
+from flowdeck.tui.widgets.run_header import clock
 
 
 def stamp(at: float | None) -> str:
@@ -145,8 +145,8 @@ class SessionsScreen(Screen[None]):
 
     @work(exclusive=True, thread=True, group="replay")
     def load_replay(self, path: Path) -> None:
-        from tui.replay import load_replay
-        from tui.screens.replay import ReplayScreen
+        from flowdeck.tui.replay import load_replay
+        from flowdeck.tui.screens.replay import ReplayScreen
 
         try:
             replay = load_replay(open_session(path))
@@ -168,7 +168,15 @@ class SessionsScreen(Screen[None]):
     @work(exclusive=True, group="report")
     async def run_report(self, paths: list[Path], out: Path) -> None:
         """``flowdeck report`` in a subprocess: Spark must never share the UI's process."""
-        command = [sys.executable, "-m", "tui.cli", "report", *map(str, paths), "--out", str(out)]
+        command = [
+            sys.executable,
+            "-m",
+            "flowdeck.tui.cli",
+            "report",
+            *map(str, paths),
+            "--out",
+            str(out),
+        ]
         self.status(f"report on {len(paths)} session(s) starting (Spark takes a while)…")
         process = await asyncio.create_subprocess_exec(
             *command, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT

@@ -13,9 +13,9 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from engine.progress import RunSummary
-from tui.model import human_count
-from tui.widgets.run_header import clock
+from flowdeck.engine.progress import RunSummary
+from flowdeck.tui.model import human_count
+from flowdeck.tui.widgets.run_header import clock
 
 SAFETY_WORDS = (
     ("published", "published"),
@@ -103,6 +103,6 @@ class SummaryScreen(Screen[None]):
         self.app.pop_screen()
 
     def action_sessions(self) -> None:
-        from tui.screens.sessions import SessionsScreen
+        from flowdeck.tui.screens.sessions import SessionsScreen
 
         self.app.push_screen(SessionsScreen())

@@ -7,8 +7,8 @@ from itertools import islice
 
 from textual.widgets import Static
 
-from engine.events import EventKind
-from tui.model import RunHistory
+from flowdeck.engine.events import EventKind
+from flowdeck.tui.model import RunHistory
 
 ALARM_WORDS = {
     "memory": "MEMORY ALARM: the broker blocks every publishing connection",

@@ -19,8 +19,8 @@ from textual.events import Resize
 from textual.strip import Strip
 from textual.widget import Widget
 
-from tui.palette import OKABE_ITO, RGB
-from tui.plot import Series, plot
+from flowdeck.tui.palette import OKABE_ITO, RGB
+from flowdeck.tui.plot import Series, plot
 
 
 class Chart(Widget):

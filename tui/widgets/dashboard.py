@@ -7,19 +7,19 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
-from collectors.model import QueueSample
-from engine.events import RunEvent
-from engine.progress import PendingChange
-from engine.snapshot import Settings
-from tui.model import RunHistory
-from tui.widgets.alarm_banner import AlarmBanner
-from tui.widgets.event_log import EventLog
-from tui.widgets.gauges import BrokerGauges
-from tui.widgets.latency_chart import LatencyChart
-from tui.widgets.queue_table import QueueTable
-from tui.widgets.run_header import RunHeader
-from tui.widgets.settings_bar import SettingsBar
-from tui.widgets.throughput_chart import ThroughputChart
+from flowdeck.collectors.model import QueueSample
+from flowdeck.engine.events import RunEvent
+from flowdeck.engine.progress import PendingChange
+from flowdeck.engine.snapshot import Settings
+from flowdeck.tui.model import RunHistory
+from flowdeck.tui.widgets.alarm_banner import AlarmBanner
+from flowdeck.tui.widgets.event_log import EventLog
+from flowdeck.tui.widgets.gauges import BrokerGauges
+from flowdeck.tui.widgets.latency_chart import LatencyChart
+from flowdeck.tui.widgets.queue_table import QueueTable
+from flowdeck.tui.widgets.run_header import RunHeader
+from flowdeck.tui.widgets.settings_bar import SettingsBar
+from flowdeck.tui.widgets.throughput_chart import ThroughputChart
 
 
 class Dashboard(Widget):

@@ -12,9 +12,9 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from collectors.model import BrokerSample
-from engine.progress import Tick
-from tui.model import (
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.progress import Tick
+from flowdeck.tui.model import (
     RunHistory,
     human_age,
     human_bytes,

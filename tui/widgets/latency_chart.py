@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from textual.reactive import reactive
 
-from engine.latency import LatencyKind, SendBasis
-from tui.model import RunHistory
-from tui.palette import OKABE_ITO
-from tui.plot import Marker, Series
-from tui.widgets.chart import Chart
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.tui.model import RunHistory
+from flowdeck.tui.palette import OKABE_ITO
+from flowdeck.tui.plot import Marker, Series
+from flowdeck.tui.widgets.chart import Chart
 
 BASIS_WORDS = {
     SendBasis.ACTUAL: "from send",

@@ -13,8 +13,8 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from collectors.model import QueueSample
-from tui.model import human_count
+from flowdeck.collectors.model import QueueSample
+from flowdeck.tui.model import human_count
 
 #: (column key = QueueSample attribute, header)
 COLUMNS: tuple[tuple[str, str], ...] = (

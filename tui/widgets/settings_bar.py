@@ -5,11 +5,11 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from engine.change import Setting, format_number
-from engine.progress import PendingChange
-from engine.settings import BY_SETTING, STEERABLE, setting_value
-from engine.snapshot import Settings
-from tui.model import wrap_key
+from flowdeck.engine.change import Setting, format_number
+from flowdeck.engine.progress import PendingChange
+from flowdeck.engine.settings import BY_SETTING, STEERABLE, setting_value
+from flowdeck.engine.snapshot import Settings
+from flowdeck.tui.model import wrap_key
 
 
 def describe_value(setting: Setting, value: float) -> str:

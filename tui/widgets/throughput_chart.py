@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from tui.model import RunHistory
-from tui.palette import OKABE_ITO
-from tui.plot import Marker, Series
-from tui.widgets.chart import Chart
+from flowdeck.tui.model import RunHistory
+from flowdeck.tui.palette import OKABE_ITO
+from flowdeck.tui.plot import Marker, Series
+from flowdeck.tui.widgets.chart import Chart
 
 
 class ThroughputChart(Chart):

@@ -10,10 +10,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from collectors.model import BrokerSample, NodeSample, QueueSample
-from engine.latency import LATENCY_KEYS, LatencyKey, encode, new_histogram, record
-from engine.snapshot import ClientSnapshot, Counters, Settings
-from engine.spec import RunSpec
+from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
+from flowdeck.engine.latency import LATENCY_KEYS, LatencyKey, encode, new_histogram, record
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
+from flowdeck.engine.spec import RunSpec
 
 SETTINGS = Settings(inflight=200, prefetch=100, ack_every=2, rate=500.0, publishers=2, consumers=2)
 SPEC = RunSpec(
@@ -125,7 +125,7 @@ def record_until_killed(
     Prints ``tick N MONOTONIC`` after each second is handed to the recorder, so the test
     knows what was recorded when.
     """
-    from engine.recording.recorder import Recorder
+    from flowdeck.engine.recording.recorder import Recorder
 
     recorder = Recorder(root, SPEC, session_id=session_id, flush_seconds=0.2)
     start = time.time()

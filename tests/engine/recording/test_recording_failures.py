@@ -19,11 +19,11 @@ import pyarrow.compute as pc
 import pytest
 from _synthetic import SPEC, SyntheticWorker, broker_sample
 
-from engine.events import EventKind, RunEvent
-from engine.recording import format as fmt
-from engine.recording import recorder as recorder_module
-from engine.recording.reader import open_session
-from engine.recording.recorder import Recorder
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording import recorder as recorder_module
+from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.recording.recorder import Recorder
 
 HERE = Path(__file__).parent
 
@@ -195,7 +195,7 @@ TICK_LINE = re.compile(r"^\[\s*\d+/\d+ s\]")
 
 def run_args(unique_name: str, sessions: Path, duration: int) -> list[str]:
     return [
-        sys.executable, "-m", "tui.cli", "run",
+        sys.executable, "-m", "flowdeck.tui.cli", "run",
         "--uri", "amqp://guest:guest@127.0.0.1:5672/%2F",
         "--management-url", SHARED_MANAGEMENT,
         "--publishers", "1", "--consumers", "1", "--rate", "20",
@@ -311,8 +311,8 @@ def test_cli_says_at_once_when_the_session_is_removed_mid_run(
 async def test_the_run_records_the_trouble_as_an_event_when_it_happens(
     tmp_path: Path, unique_name: str
 ) -> None:
-    from engine.controller import Controller
-    from engine.spec import RunSpec
+    from flowdeck.engine.controller import Controller
+    from flowdeck.engine.spec import RunSpec
 
     spec = RunSpec(
         name="vanishing",
@@ -353,9 +353,9 @@ async def test_the_run_records_the_trouble_as_an_event_when_it_happens(
 
 
 async def test_the_cockpit_banner_shows_recording_trouble() -> None:
+    from flowdeck.tui.app import FlowdeckApp
+    from flowdeck.tui.widgets.alarm_banner import AlarmBanner
     from tests.tui.fakes import T0, FakeControl
-    from tui.app import FlowdeckApp
-    from tui.widgets.alarm_banner import AlarmBanner
 
     fake = FakeControl()
     app = FlowdeckApp(control=fake)

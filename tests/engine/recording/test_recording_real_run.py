@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from engine.controller import Controller
-from engine.latency import LatencyKind, SendBasis
-from engine.recording import format as fmt
-from engine.recording.reader import list_sessions, open_session
-from engine.spec import RunSpec
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording.reader import list_sessions, open_session
+from flowdeck.engine.spec import RunSpec
 
 
 @pytest.mark.broker

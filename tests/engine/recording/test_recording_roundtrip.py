@@ -12,18 +12,18 @@ import pytest
 from _synthetic import SPEC, SyntheticWorker, broker_sample
 from hdrh.histogram import HdrHistogram
 
-from collectors.broker_uri import mask_text
-from engine.events import EventKind, RunEvent
-from engine.latency import HIGHEST_US, LATENCY_KEYS, LOWEST_US, record
-from engine.recording import format as fmt
-from engine.recording.reader import list_sessions, open_session, resolve_outcome
-from engine.recording.recorder import (
+from flowdeck.collectors.broker_uri import mask_text
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import HIGHEST_US, LATENCY_KEYS, LOWEST_US, record
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording.reader import list_sessions, open_session, resolve_outcome
+from flowdeck.engine.recording.recorder import (
     SESSIONS_DIR_ENV,
     Recorder,
     default_sessions_root,
     new_session_id,
 )
-from engine.snapshot import Counters
+from flowdeck.engine.snapshot import Counters
 
 WORKERS = 3
 SECONDS = 12

@@ -9,9 +9,9 @@ import pytest
 from test_recording_roundtrip import record_synthetic_run
 from test_recording_versions import OLD_SESSION
 
-from engine.latency import LATENCY_KEYS
-from engine.recording import format as fmt
-from engine.recording.reader import COUNTER_COLUMNS, Session, open_session
+from flowdeck.engine.latency import LATENCY_KEYS
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording.reader import COUNTER_COLUMNS, Session, open_session
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from collectors.model import BrokerSample
-from engine.change import Change, Setting
-from engine.controller import Controller
-from engine.progress import Percentiles, Tick
-from engine.recording import format as fmt
-from engine.recording.reader import RECORDED_NODES, open_session
-from engine.spec import RunSpec, ScheduleStep
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.progress import Percentiles, Tick
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording.reader import RECORDED_NODES, open_session
+from flowdeck.engine.spec import RunSpec, ScheduleStep
+from flowdeck.tui.replay import load_replay
 from tests.engine.updates import collect_updates
-from tui.replay import load_replay
 
 #: How far a replayed latency may be from the live one: the session keeps 2-significant-
 #: digit buckets (``format.LATENCY_SIGNIFICANT_DIGITS``), the live histograms 3, so a value
