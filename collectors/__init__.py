@@ -3,8 +3,15 @@
 Never imports the engine or Textual.
 """
 
+from flowdeck.collectors.broker_uri import BrokerUriError, parse_broker_uri, redact
 from flowdeck.collectors.errors import SourceError
-from flowdeck.collectors.local_broker import LocalBroker, TlsFiles
+from flowdeck.collectors.local_broker import (
+    LocalBroker,
+    TlsFiles,
+    find_tool,
+    load_state,
+    save_state,
+)
 from flowdeck.collectors.management import (
     ManagementAnswerError,
     ManagementCollector,
@@ -22,6 +29,7 @@ from flowdeck.collectors.watch import BrokerSource, BrokerWatch
 __all__ = [
     "BrokerSample",
     "BrokerSource",
+    "BrokerUriError",
     "BrokerWatch",
     "LocalBroker",
     "ManagementAnswerError",
@@ -37,7 +45,12 @@ __all__ = [
     "SourceError",
     "TlsFiles",
     "credentials_from_uri",
+    "find_tool",
+    "load_state",
     "management_url_for",
+    "parse_broker_uri",
     "prometheus_target_for",
+    "redact",
     "registered_nodes",
+    "save_state",
 ]

@@ -6,6 +6,7 @@ import ast
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from tests.package_layout import make_layout
@@ -64,3 +65,23 @@ sys.exit(main(["presets"]))
     )
     assert result.returncode == 0, result.stderr
     assert "bench1" in result.stdout
+
+
+def test_the_face_contract_names_every_inner_module() -> None:
+    """The TUI may import the engine and the collectors only through their package faces
+    (``flowdeck.engine``, ``flowdeck.collectors``); the import-linter contract that says so
+    lists their inner modules, and a new module must join that list."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    (contract,) = [
+        c
+        for c in config["tool"]["importlinter"]["contracts"]
+        if c["name"].startswith("The TUI uses the engine and the collectors only")
+    ]
+    on_disk = set()
+    for part in ("engine", "collectors"):
+        for path in (ROOT / part).rglob("*.py"):
+            dotted = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            dotted = dotted.removesuffix(".__init__")
+            if dotted != part:
+                on_disk.add(f"flowdeck.{dotted}")
+    assert set(contract["forbidden_modules"]) == on_disk

@@ -11,7 +11,7 @@ from typing import ClassVar
 from textual.app import App
 from textual.binding import Binding, BindingType
 
-from flowdeck.engine.spec import RunSpec
+from flowdeck.engine import RunSpec
 from flowdeck.tui.commands import SteeringCommands
 from flowdeck.tui.palette import COLORBLIND_THEME, THEMES
 from flowdeck.tui.source import RunControl

@@ -14,12 +14,11 @@ from flowdeck.collectors import (
     ManagementCollector,
     SourceError,
     credentials_from_uri,
+    find_tool,
     management_url_for,
+    redact,
 )
-from flowdeck.collectors.broker_uri import redact
-from flowdeck.collectors.local_broker import find_tool
-from flowdeck.engine.errors import FlowdeckError
-from flowdeck.engine.tls import http_context
+from flowdeck.engine import FlowdeckError, http_context
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +31,7 @@ class CheckLine:
 
 
 async def check_amqp(uri: str) -> CheckLine:
-    from flowdeck.engine.amqp.connection import connect
+    from flowdeck.engine import connect
 
     try:
         connection = await connect(uri, "flowdeck launch check")

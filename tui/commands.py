@@ -7,8 +7,7 @@ from functools import partial
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
-from flowdeck.engine.change import format_number
-from flowdeck.engine.settings import STEERABLE, setting_value
+from flowdeck.engine import STEERABLE, format_number, setting_value
 from flowdeck.tui.keys import KEY_DISPLAY, KEY_TABLE
 
 

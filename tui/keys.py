@@ -11,10 +11,16 @@ from dataclasses import dataclass
 
 from textual.binding import Binding
 
-from flowdeck.engine.change import Change, Setting
-from flowdeck.engine.errors import SpecError
-from flowdeck.engine.settings import BY_SETTING, STEERABLE, Step, setting_value
-from flowdeck.engine.snapshot import Settings
+from flowdeck.engine import (
+    BY_SETTING,
+    STEERABLE,
+    Change,
+    Setting,
+    Settings,
+    SpecError,
+    Step,
+    setting_value,
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from flowdeck.collectors import LocalBroker, Provisioner
-from flowdeck.engine.spec import RunSpec
+from flowdeck.engine import RunSpec
 
 
 @dataclass
@@ -53,10 +53,8 @@ def prepare_run(
 
     Blocks while a node starts (seconds): call it from a thread worker.
     """
-    from flowdeck.engine.controller import Controller
-    from flowdeck.engine.credentials import management_password as resolve_management_password
-    from flowdeck.engine.credentials import resolve_uri
-    from flowdeck.engine.recording.recorder import default_sessions_root
+    from flowdeck.engine import Controller, default_sessions_root, resolve_uri
+    from flowdeck.engine import management_password as resolve_management_password
     from flowdeck.tui.cli.common import resolve_broker
 
     # Every run is recorded: where the operator said, else where `flowdeck run` records.

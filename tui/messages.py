@@ -4,10 +4,8 @@ from __future__ import annotations
 
 from textual.message import Message
 
-from flowdeck.collectors.model import BrokerSample
-from flowdeck.engine.change import Change
-from flowdeck.engine.events import RunEvent
-from flowdeck.engine.progress import RunSummary, Tick
+from flowdeck.collectors import BrokerSample
+from flowdeck.engine import Change, RunEvent, RunSummary, Tick
 
 
 class TickReceived(Message):

@@ -11,10 +11,8 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from flowdeck.collectors.model import BrokerSample
-from flowdeck.engine.events import EventKind, RunEvent
-from flowdeck.engine.latency import LatencyKind, SendBasis
-from flowdeck.engine.progress import Percentiles, Tick
+from flowdeck.collectors import BrokerSample
+from flowdeck.engine import EventKind, LatencyKind, Percentiles, RunEvent, SendBasis, Tick
 
 #: Seconds of history the charts show.
 WINDOW_SECONDS = 300

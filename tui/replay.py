@@ -13,10 +13,8 @@ import bisect
 import math
 from dataclasses import dataclass, field
 
-from flowdeck.collectors.model import BrokerSample
-from flowdeck.engine.events import RunEvent
-from flowdeck.engine.progress import Tick
-from flowdeck.engine.recording.reader import Session
+from flowdeck.collectors import BrokerSample
+from flowdeck.engine import RunEvent, Session, Tick
 from flowdeck.tui.model import RunHistory
 
 

@@ -9,11 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from flowdeck.engine.change import Change
-from flowdeck.engine.progress import PendingChange, RunSummary
-from flowdeck.engine.sinks import Listener, Update
-from flowdeck.engine.snapshot import Settings
-from flowdeck.engine.spec import RunSpec
+from flowdeck.engine import Change, Listener, PendingChange, RunSpec, RunSummary, Settings, Update
 
 #: The updates a screen takes (one home: engine.sinks, shared with every other sink).
 RunUpdate = Update

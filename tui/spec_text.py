@@ -10,9 +10,7 @@ import json
 import tomllib
 from typing import Any
 
-from flowdeck.engine.change import format_number
-from flowdeck.engine.errors import SpecError
-from flowdeck.engine.spec import FIELDS
+from flowdeck.engine import FIELDS, SpecError, format_number
 
 
 def toml_inline(value: Any) -> str:

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine import FlowdeckError, SpecError
 
 #: Subcommand modules, in the order ``flowdeck --help`` lists them.
 COMMAND_MODULES = (

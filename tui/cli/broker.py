@@ -22,7 +22,7 @@ from typing import Any
 
 import platformdirs
 
-from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine import FlowdeckError, SpecError
 
 STATE_ENV = "FLOWDECK_BROKER_STATE"
 
@@ -95,7 +95,7 @@ def _print_node(node: Any) -> None:
 
 
 def _attached() -> Any | None:
-    from flowdeck.collectors.local_broker import LocalBroker, load_state
+    from flowdeck.collectors import LocalBroker, load_state
 
     path = state_file()
     if not path.exists():
@@ -118,7 +118,7 @@ def started_node_for(uri: str) -> Any | None:
     """The node ``flowdeck broker start`` left running, when ``uri`` points at its AMQP
     port on this machine: its management URL is not the one guessed from the uri (the
     node's ports are free ones), so a run against it uses the node's own."""
-    from flowdeck.collectors.broker_uri import BrokerUriError, parse_broker_uri
+    from flowdeck.collectors import BrokerUriError, parse_broker_uri
 
     try:
         parsed = parse_broker_uri(uri)
@@ -137,8 +137,7 @@ def started_node_for(uri: str) -> Any | None:
 
 
 def _start(args: argparse.Namespace) -> int:
-    from flowdeck.collectors import LocalBroker, SourceError
-    from flowdeck.collectors.local_broker import save_state
+    from flowdeck.collectors import LocalBroker, SourceError, save_state
 
     running = _attached()
     if running is not None and running.running:
@@ -223,7 +222,7 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _stop(args: argparse.Namespace) -> int:
-    from flowdeck.collectors.local_broker import save_state
+    from flowdeck.collectors import save_state
 
     node = _attached()
     path = state_file()
@@ -250,8 +249,7 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _restart(args: argparse.Namespace) -> int:
-    from flowdeck.collectors import SourceError
-    from flowdeck.collectors.local_broker import save_state
+    from flowdeck.collectors import SourceError, save_state
 
     node = _attached()
     path = state_file()

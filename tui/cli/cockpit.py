@@ -10,8 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from flowdeck.engine.presets import DEFAULT_PRESET, preset
-from flowdeck.engine.spec import RunSpec, load_spec_file
+from flowdeck.engine import DEFAULT_PRESET, RunSpec, load_spec_file, preset
 
 
 def register(subparsers: Any) -> None:

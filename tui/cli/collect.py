@@ -20,9 +20,8 @@ import sys
 import time
 from typing import Any
 
-from flowdeck.collectors.model import BrokerSample
-from flowdeck.engine.credentials import URI_ENV, broker_uri, management_password
-from flowdeck.engine.errors import FlowdeckError
+from flowdeck.collectors import BrokerSample
+from flowdeck.engine import URI_ENV, FlowdeckError, broker_uri, management_password
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 

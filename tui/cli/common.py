@@ -18,21 +18,26 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flowdeck.collectors.broker_uri import redact
-from flowdeck.engine.change import format_number, parse_change
-from flowdeck.engine.credentials import URI_ENV, broker_uri, management_password
-from flowdeck.engine.errors import FlowdeckError, SpecError
-from flowdeck.engine.presets import DEFAULT_PRESET, preset
-from flowdeck.engine.spec import (
+from flowdeck.collectors import redact
+from flowdeck.engine import (
+    DEFAULT_PRESET,
     FIELDS,
+    URI_ENV,
+    FlowdeckError,
     RunSpec,
     ScheduleStep,
+    SpecError,
+    broker_uri,
+    format_number,
     load_spec_file,
+    management_password,
+    parse_change,
+    preset,
     spec_from_mapping,
 )
 
 if TYPE_CHECKING:
-    from flowdeck.collectors.provisioner import Provisioner
+    from flowdeck.collectors import Provisioner
 
 #: Scale of the default preset when ``flowdeck run`` gets no spec at all: fits 2 cores.
 DEFAULT_SCALE = 0.05

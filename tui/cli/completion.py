@@ -16,7 +16,7 @@ import argparse
 import sys
 from typing import Any
 
-from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine import FlowdeckError
 
 SHELLS = ("bash", "zsh", "tcsh")
 

@@ -15,10 +15,14 @@ from typing import Any
 
 import tomli_w
 
-from flowdeck.engine.errors import SpecError
-from flowdeck.engine.perftest import spec_from_perftest
-from flowdeck.engine.presets import preset
-from flowdeck.engine.spec import RunSpec, load_spec_file, spec_from_mapping
+from flowdeck.engine import (
+    RunSpec,
+    SpecError,
+    load_spec_file,
+    preset,
+    spec_from_mapping,
+    spec_from_perftest,
+)
 from flowdeck.tui.cli.common import (
     flag_values,
     parse_duration,

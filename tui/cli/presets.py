@@ -5,8 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from flowdeck.engine.presets import DEFAULT_PRESET, PRESETS
-from flowdeck.engine.spec import RunSpec
+from flowdeck.engine import DEFAULT_PRESET, PRESETS, RunSpec
 
 
 def register(subparsers: Any) -> None:

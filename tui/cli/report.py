@@ -15,8 +15,7 @@ import os
 import sys
 from typing import Any
 
-from flowdeck.engine.errors import FlowdeckError
-from flowdeck.engine.recording.reader import SessionNotFound, find_session
+from flowdeck.engine import FlowdeckError, SessionNotFound, find_session
 from flowdeck.tui.cli.sessions import add_sessions_dir_argument, sessions_root
 
 

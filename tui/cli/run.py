@@ -18,17 +18,26 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from flowdeck.collectors.broker_uri import redact
-from flowdeck.collectors.model import BrokerSample
-from flowdeck.engine.controller import Controller
-from flowdeck.engine.credentials import resolve_uri
-from flowdeck.engine.errors import FlowdeckError, SpecError
-from flowdeck.engine.events import EventKind, RunEvent
-from flowdeck.engine.latency import LatencyKind, SendBasis
-from flowdeck.engine.progress import Percentiles, RunSummary, Tick
-from flowdeck.engine.sinks import NullSink
-from flowdeck.engine.tls import INSECURE_WARNING, TlsOptions, tls_options, with_tls_options
-from flowdeck.engine.topology import UNCHECKED_CONNECTIONS_LIMIT
+from flowdeck.collectors import BrokerSample, redact
+from flowdeck.engine import (
+    INSECURE_WARNING,
+    UNCHECKED_CONNECTIONS_LIMIT,
+    Controller,
+    EventKind,
+    FlowdeckError,
+    LatencyKind,
+    NullSink,
+    Percentiles,
+    RunEvent,
+    RunSummary,
+    SendBasis,
+    SpecError,
+    Tick,
+    TlsOptions,
+    resolve_uri,
+    tls_options,
+    with_tls_options,
+)
 from flowdeck.tui.cli.common import (
     add_broker_arguments,
     add_spec_arguments,
@@ -144,7 +153,7 @@ def run_command(args: argparse.Namespace) -> int:
         if args.sessions_dir:
             sessions_root = Path(args.sessions_dir)
         else:
-            from flowdeck.engine.recording.recorder import default_sessions_root
+            from flowdeck.engine import default_sessions_root
 
             sessions_root = default_sessions_root()
 
@@ -175,7 +184,7 @@ def run_command(args: argparse.Namespace) -> int:
         )
         endpoint = None
         if args.metrics_port is not None:
-            from flowdeck.engine.metrics_endpoint import MetricsEndpoint
+            from flowdeck.engine import MetricsEndpoint
 
             port = args.metrics_port
             if not port.isdigit() or int(port) > 65_535:

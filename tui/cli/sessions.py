@@ -12,19 +12,21 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flowdeck.collectors.broker_uri import redact
-from flowdeck.engine.errors import FlowdeckError
-from flowdeck.engine.events import EventKind
-from flowdeck.engine.latency import LatencyKind, SendBasis
-from flowdeck.engine.recording import format as fmt
-from flowdeck.engine.recording.reader import (
+from flowdeck.collectors import redact
+from flowdeck.engine import (
+    SESSIONS_DIR_ENV,
+    EventKind,
+    FlowdeckError,
+    LatencyKind,
+    SendBasis,
     SessionInfo,
+    default_sessions_root,
     delete_session,
     export_csv,
     list_sessions,
     open_session_by_id,
 )
-from flowdeck.engine.recording.recorder import SESSIONS_DIR_ENV, default_sessions_root
+from flowdeck.engine import session_format as fmt
 
 
 def add_sessions_dir_argument(parser: argparse.ArgumentParser) -> None:

@@ -139,7 +139,7 @@ def version_lines(environ: Mapping[str, str] | None = None) -> list[str]:
     lines.append(f"Erlang/OTP {erlang or NOT_FOUND} (installed on this machine)")
     uri = env.get("FLOWDECK_URI", "")
     if uri:
-        from flowdeck.collectors.broker_uri import redact
+        from flowdeck.collectors import redact
 
         answer = broker_versions(uri)
         where = redact(uri)

@@ -17,9 +17,17 @@ from textual.widget import Widget
 from textual.widgets import Footer, Input, Label, OptionList, Select, Static, Switch
 from textual.widgets.option_list import Option
 
-from flowdeck.engine.errors import FlowdeckError, SpecError
-from flowdeck.engine.presets import DEFAULT_PRESET, PRESETS, preset
-from flowdeck.engine.spec import FIELDS, RunSpec, load_spec_file, spec_from_mapping
+from flowdeck.engine import (
+    DEFAULT_PRESET,
+    FIELDS,
+    PRESETS,
+    FlowdeckError,
+    RunSpec,
+    SpecError,
+    load_spec_file,
+    preset,
+    spec_from_mapping,
+)
 from flowdeck.tui.broker_check import CheckLine, check_sources
 from flowdeck.tui.spec_text import field_text, field_value
 

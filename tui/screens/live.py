@@ -11,12 +11,18 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Footer, TabbedContent
 
-from flowdeck.collectors.model import BrokerSample
-from flowdeck.engine.change import Change, Setting
-from flowdeck.engine.errors import FlowdeckError, SpecError
-from flowdeck.engine.events import EventKind, RunEvent
-from flowdeck.engine.latency import SendBasis
-from flowdeck.engine.progress import RunSummary, Tick
+from flowdeck.collectors import BrokerSample
+from flowdeck.engine import (
+    Change,
+    EventKind,
+    FlowdeckError,
+    RunEvent,
+    RunSummary,
+    SendBasis,
+    Setting,
+    SpecError,
+    Tick,
+)
 from flowdeck.tui.app import freeze_long_lived
 from flowdeck.tui.keys import LABELS, bindings, step_change
 from flowdeck.tui.messages import (

@@ -11,8 +11,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label
 
-from flowdeck.engine.change import Change, Setting, parse_change
-from flowdeck.engine.errors import SpecError
+from flowdeck.engine import Change, Setting, SpecError, parse_change
 
 
 class ChangePrompt(ModalScreen[Change | None]):

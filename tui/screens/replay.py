@@ -11,7 +11,7 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, TabbedContent
 
-from flowdeck.engine.latency import SendBasis
+from flowdeck.engine import SendBasis
 from flowdeck.tui.model import RunHistory
 from flowdeck.tui.replay import Replay, apply_frame
 from flowdeck.tui.screens.live import WIDE_COLUMNS

@@ -15,9 +15,13 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Static
 
-from flowdeck.engine.errors import FlowdeckError
-from flowdeck.engine.recording.reader import SessionInfo, list_sessions, open_session
-from flowdeck.engine.recording.recorder import default_sessions_root
+from flowdeck.engine import (
+    FlowdeckError,
+    SessionInfo,
+    default_sessions_root,
+    list_sessions,
+    open_session,
+)
 from flowdeck.tui.model import human_count
 from flowdeck.tui.widgets.run_header import clock
 

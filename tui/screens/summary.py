@@ -13,7 +13,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Static
 
-from flowdeck.engine.progress import RunSummary
+from flowdeck.engine import RunSummary
 from flowdeck.tui.model import human_count
 from flowdeck.tui.widgets.run_header import clock
 

@@ -7,7 +7,7 @@ from itertools import islice
 
 from textual.widgets import Static
 
-from flowdeck.engine.events import EventKind
+from flowdeck.engine import EventKind
 from flowdeck.tui.model import RunHistory
 
 ALARM_WORDS = {

@@ -7,10 +7,8 @@ from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import TabbedContent, TabPane
 
-from flowdeck.collectors.model import QueueSample
-from flowdeck.engine.events import RunEvent
-from flowdeck.engine.progress import PendingChange
-from flowdeck.engine.snapshot import Settings
+from flowdeck.collectors import QueueSample
+from flowdeck.engine import PendingChange, RunEvent, Settings
 from flowdeck.tui.model import RunHistory
 from flowdeck.tui.widgets.alarm_banner import AlarmBanner
 from flowdeck.tui.widgets.event_log import EventLog

@@ -7,7 +7,7 @@ import time
 from rich.text import Text
 from textual.widgets import RichLog
 
-from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine import EventKind, RunEvent
 
 STYLES: dict[EventKind, str] = {
     EventKind.CHANGE_REQUESTED: "yellow",

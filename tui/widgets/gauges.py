@@ -12,8 +12,8 @@ from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
 
-from flowdeck.collectors.model import BrokerSample
-from flowdeck.engine.progress import Tick
+from flowdeck.collectors import BrokerSample
+from flowdeck.engine import Tick
 from flowdeck.tui.model import (
     RunHistory,
     human_age,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.reactive import reactive
 
-from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine import LatencyKind, SendBasis
 from flowdeck.tui.model import RunHistory
 from flowdeck.tui.palette import OKABE_ITO
 from flowdeck.tui.plot import Marker, Series

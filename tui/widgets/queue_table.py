@@ -13,7 +13,7 @@ from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from flowdeck.collectors.model import QueueSample
+from flowdeck.collectors import QueueSample
 from flowdeck.tui.model import human_count
 
 #: (column key = QueueSample attribute, header)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from flowdeck.engine.progress import Tick
+from flowdeck.engine import Tick
 
 
 def clock(seconds: float) -> str:

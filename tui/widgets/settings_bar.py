@@ -5,10 +5,15 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from flowdeck.engine.change import Setting, format_number
-from flowdeck.engine.progress import PendingChange
-from flowdeck.engine.settings import BY_SETTING, STEERABLE, setting_value
-from flowdeck.engine.snapshot import Settings
+from flowdeck.engine import (
+    BY_SETTING,
+    STEERABLE,
+    PendingChange,
+    Setting,
+    Settings,
+    format_number,
+    setting_value,
+)
 from flowdeck.tui.model import wrap_key
 
 
