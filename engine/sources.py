@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import ssl
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from flowdeck.collectors import (
@@ -217,18 +217,27 @@ class BrokerSources:
             await self._close_management()
             return
         self._tasks.append(
-            asyncio.create_task(self._watch_management(watch), name="flowdeck-management")
+            asyncio.create_task(
+                self._watch(watch, "management API", self._close_management),
+                name="flowdeck-management",
+            )
         )
 
-    async def _watch_management(self, watch: BrokerWatch) -> None:
+    async def _watch(
+        self,
+        watch: BrokerWatch,
+        label: str,
+        close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
         try:
             await watch.run(self._stop)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # a broker-side source never stops the run
-            self._event(EventKind.SOURCE_STALE, f"management API watch ended: {exc}")
+            self._event(EventKind.SOURCE_STALE, f"{label} watch ended: {exc}")
         finally:
-            await self._close_management()
+            if close is not None:
+                await close()
 
     def _start_prometheus(self) -> None:
         if not self.prometheus_url:
@@ -242,16 +251,8 @@ class BrokerSources:
         self._prometheus = source
         watch = BrokerWatch(source, self.on_sample)
         self._tasks.append(
-            asyncio.create_task(self._watch_prometheus(watch), name="flowdeck-prometheus")
+            asyncio.create_task(self._watch(watch, "Prometheus"), name="flowdeck-prometheus")
         )
-
-    async def _watch_prometheus(self, watch: BrokerWatch) -> None:
-        try:
-            await watch.run(self._stop)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # a broker-side source never stops the run
-            self._event(EventKind.SOURCE_STALE, f"Prometheus watch ended: {exc}")
 
     def on_sample(self, sample: BrokerSample) -> None:
         """Hand ``sample`` on, then the events it causes: the source stale or answering
