@@ -19,6 +19,7 @@ import contextlib
 import json
 import os
 import threading
+import warnings
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -38,7 +39,12 @@ def registry_dir() -> Path:
     """``$FLOWDECK_RUNTIME_DIR`` if set, else ``nodes`` in the user's runtime directory."""
     if os.environ.get(REGISTRY_ENV):
         return Path(os.environ[REGISTRY_ENV])
-    return Path(platformdirs.user_runtime_dir("flowdeck")) / "nodes"
+    # Without XDG_RUNTIME_DIR (a root shell, a container) platformdirs falls back to a
+    # per-user folder under /tmp, which serves as well, and warns on stderr about it: the
+    # warning would stand in every command's output, so it is not shown.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return Path(platformdirs.user_runtime_dir("flowdeck")) / "nodes"
 
 
 @dataclass(frozen=True, slots=True)
