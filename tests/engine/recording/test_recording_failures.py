@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import os
 import re
@@ -135,15 +136,15 @@ def test_disk_error_while_writing_parts_keeps_what_was_written(
     assert leftovers == []  # the failed temporary part was removed
 
 
-@pytest.fixture
-def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
-    """A 320 KiB tmpfs: a real full disk (needs root, as on the project's machines)."""
-    mount_point = tmp_path / "tiny"
+@contextlib.contextmanager
+def mounted_tmpfs(mount_point: Path, options: str) -> Iterator[Path]:
+    """A tmpfs mounted with ``options`` at ``mount_point`` (needs root, as on the project's
+    machines; skips the test elsewhere), unmounted afterwards."""
     mount_point.mkdir()
     if os.geteuid() != 0:
         pytest.skip("mounting a tmpfs needs root")
     done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=320k", "flowdeck-test", str(mount_point)],
+        ["mount", "-t", "tmpfs", "-o", options, "flowdeck-test", str(mount_point)],
         capture_output=True,
         text=True,
     )
@@ -153,6 +154,13 @@ def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
         yield mount_point
     finally:
         subprocess.run(["umount", str(mount_point)], check=False)
+
+
+@pytest.fixture
+def tiny_tmpfs(tmp_path: Path) -> Iterator[Path]:
+    """A 320 KiB tmpfs: a real full disk."""
+    with mounted_tmpfs(tmp_path / "tiny", "size=320k") as mount_point:
+        yield mount_point
 
 
 def test_full_disk_stops_recording_cleanly(tiny_tmpfs: Path) -> None:
@@ -214,21 +222,8 @@ def missing_paths_named(text: str, root: Path) -> list[str]:
 @pytest.fixture
 def read_only_dir(tmp_path: Path) -> Iterator[Path]:
     """A read-only tmpfs: root writes through a chmod, not through a read-only mount."""
-    mount_point = tmp_path / "read-only"
-    mount_point.mkdir()
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    done = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=64k", "flowdeck-test", str(mount_point)],
-        capture_output=True,
-        text=True,
-    )
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
-    try:
+    with mounted_tmpfs(tmp_path / "read-only", "ro,size=64k") as mount_point:
         yield mount_point
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=False)
 
 
 @pytest.mark.broker
