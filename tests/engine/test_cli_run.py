@@ -154,13 +154,15 @@ def test_ctrl_c_stops_cleanly_with_the_summary(shared_uri: str, unique_name: str
     assert "Traceback" not in err
 
 
-def test_a_reader_that_goes_away_gets_no_traceback() -> None:
-    """``flowdeck presets | head -1``: the pipe closes early; flowdeck stops quietly."""
+@pytest.mark.parametrize("words", [["presets"], ["--version"]], ids=["presets", "version"])
+def test_a_reader_that_goes_away_gets_no_traceback(words: list[str]) -> None:
+    """``flowdeck presets | head -1``, ``flowdeck --version | head -1`` (scripts/setup does
+    that): the pipe closes early; flowdeck stops quietly."""
     read_end, write_end = os.pipe()
     os.close(read_end)
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "flowdeck.tui.cli", "presets"],
+            [sys.executable, "-m", "flowdeck.tui.cli", *words],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,

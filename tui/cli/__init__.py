@@ -81,6 +81,16 @@ def _opens_cockpit(words: list[str]) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(words)
+    except BrokenPipeError:
+        # The reader went away (``flowdeck presets | head``): stop quietly, as Unix tools do.
+        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+
+
+def _dispatch(words: list[str]) -> int:
     if words == ["--version"]:  # answer without building every subcommand's parser
         from flowdeck.tui.cli.versions import print_versions
 
@@ -109,11 +119,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
-        # The reader went away (``flowdeck presets | head``): stop quietly, as Unix tools do.
-        # Point stdout at /dev/null so the interpreter's final flush does not fail again.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
     return code
 
 
