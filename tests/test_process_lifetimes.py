@@ -18,6 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import IO
 
 import aio_pika
 import psutil
@@ -105,9 +106,27 @@ def node_dir(found: list[tuple[psutil.Process, str]]) -> Path:
     raise AssertionError(f"no rabbitmq-server among {found}")
 
 
-def run_env() -> dict[str, str]:
+def start_run(log: IO[str], unique_name: str, *flags: str) -> subprocess.Popen[bytes]:
+    """``flowdeck run`` of one queue and one worker process for 60 s, unrecorded, with
+    ``flags`` added; its output goes to ``log``. No FLOWDECK_URI: without ``--uri`` the run
+    starts a private node of its own."""
     env = {k: v for k, v in os.environ.items() if k != "FLOWDECK_URI"}
-    return env
+    return subprocess.Popen(
+        [
+            *FLOWDECK,
+            "run",
+            *flags,
+            "--queues=1",
+            "--publishers=1",
+            "--duration=60s",
+            "--workers=1",
+            f"--queue-pattern={unique_name}-%d",
+            "--no-record",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
+    )
 
 
 @pytest.mark.private_broker
@@ -117,23 +136,7 @@ def test_kill_9_of_run_leaves_no_worker_and_no_private_node(
     tmp_path: Path, unique_name: str, killed_at_end: list[psutil.Process]
 ) -> None:
     log = (tmp_path / "run.log").open("w")
-    run = subprocess.Popen(
-        [
-            *FLOWDECK,
-            "run",
-            "--queues=1",
-            "--publishers=1",
-            "--consumers=1",
-            "--rate=50",
-            "--duration=60s",
-            "--workers=1",
-            f"--queue-pattern={unique_name}-%d",
-            "--no-record",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=run_env(),
-    )
+    run = start_run(log, unique_name, "--consumers=1", "--rate=50")
     try:
         found = wait_for_processes(
             run.pid,
@@ -176,24 +179,7 @@ def test_kill_9_of_run_on_shared_broker_stops_its_publishers(
 ) -> None:
     queue = f"{unique_name}-1"
     log = (tmp_path / "run.log").open("w")
-    run = subprocess.Popen(
-        [
-            *FLOWDECK,
-            "run",
-            f"--uri={shared_uri}",
-            "--queues=1",
-            "--publishers=1",
-            "--consumers=0",
-            "--rate=100",
-            "--duration=60s",
-            "--workers=1",
-            f"--queue-pattern={unique_name}-%d",
-            "--no-record",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        env=run_env(),
-    )
+    run = start_run(log, unique_name, f"--uri={shared_uri}", "--consumers=0", "--rate=100")
     try:
         found = wait_for_processes(run.pid, lambda f: any(is_worker(c) for _, c in f), 90)
         killed_at_end.extend(p for p, _ in found)
