@@ -3,11 +3,15 @@
 Never imports the engine or Textual.
 """
 
+from flowdeck.collectors.broker import Broker
 from flowdeck.collectors.broker_uri import BrokerUriError, parse_broker_uri, redact
 from flowdeck.collectors.errors import SourceError
 from flowdeck.collectors.local_broker import (
     LocalBroker,
+    LocalCluster,
+    NodeAddress,
     TlsFiles,
+    attach_state,
     find_tool,
     load_state,
     save_state,
@@ -17,8 +21,6 @@ from flowdeck.collectors.management import (
     ManagementCollector,
     NodeCapacity,
     SocketFigures,
-    credentials_from_uri,
-    management_url_for,
 )
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 from flowdeck.collectors.prometheus import PrometheusCollector
@@ -27,13 +29,16 @@ from flowdeck.collectors.provisioner import Provisioner, RegisteredNode, registe
 from flowdeck.collectors.watch import BrokerSource, BrokerWatch
 
 __all__ = [
+    "Broker",
     "BrokerSample",
     "BrokerSource",
     "BrokerUriError",
     "BrokerWatch",
     "LocalBroker",
+    "LocalCluster",
     "ManagementAnswerError",
     "ManagementCollector",
+    "NodeAddress",
     "NodeCapacity",
     "NodeSample",
     "PrometheusCollector",
@@ -44,10 +49,9 @@ __all__ = [
     "SocketFigures",
     "SourceError",
     "TlsFiles",
-    "credentials_from_uri",
+    "attach_state",
     "find_tool",
     "load_state",
-    "management_url_for",
     "parse_broker_uri",
     "prometheus_target_for",
     "redact",

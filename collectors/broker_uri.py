@@ -31,7 +31,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote
 
@@ -41,6 +41,8 @@ AMQP_SCHEMES = ("amqp", "amqps")
 DEFAULT_PORTS = {"amqp": 5672, "amqps": 5671}
 DEFAULT_USER = "guest"
 DEFAULT_PASSWORD = "guest"
+#: What separates node URIs in one ``--uri`` value (and PerfTest's ``-H``).
+URI_SEPARATOR = ","
 
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://(?P<rest>.*)$", re.DOTALL)
 _PERCENT_ENCODED = re.compile(r"(?:[^%]|%[0-9A-Fa-f]{2})*", re.DOTALL)
@@ -73,7 +75,7 @@ class BrokerUri:
     #: The path as written (percent-encoded), e.g. ``/%2F``; empty when there is none.
     path: str = ""
     username: str | None = None
-    password: str | None = None
+    password: str | None = field(default=None, repr=False)
     #: The query as written (percent-encoded), without the ``?``.
     query: str = ""
 
@@ -252,13 +254,25 @@ def parse_broker_uri(text: str, *, schemes: tuple[str, ...] = AMQP_SCHEMES) -> B
     return BrokerUri(scheme, host, port, path, username, password, query)
 
 
+def split_uris(text: str) -> list[str]:
+    """The node URIs of one value (a cluster's, comma-separated): split at a comma that
+    starts another ``scheme://``, so a comma inside a password or a query stays put."""
+    parts: list[str] = []
+    for piece in text.split(URI_SEPARATOR):
+        if parts and "://" not in piece:
+            parts[-1] += URI_SEPARATOR + piece
+        else:
+            parts.append(piece)
+    return [part.strip() for part in parts if part.strip()]
+
+
 def redact(text: str) -> str:
-    """A URI's redacted form; any other text (or one that does not parse) through
-    :func:`mask_text`. Empty stays empty."""
+    """A URI's redacted form (each node's, for a comma-separated list); any other text (or
+    one that does not parse) through :func:`mask_text`. Empty stays empty."""
     if not text:
         return text
     try:
-        return parse_broker_uri(text).redacted
+        return URI_SEPARATOR.join(parse_broker_uri(uri).redacted for uri in split_uris(text))
     except BrokerUriError:
         return mask_text(text)
 

@@ -28,6 +28,7 @@ import itertools
 import json
 import os
 import random
+import re
 import resource
 import secrets
 import shutil
@@ -37,7 +38,8 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -56,6 +58,9 @@ _INSTALL_HINT = "run scripts/setup or apt-get install rabbitmq-server"
 #: The CLI tools (rabbitmqctl) take a distribution port this far above the node's.
 _CLI_DIST_OFFSET = 10000
 _CLI_DIST_RANGE = 10
+
+#: Erlang's ``+S Schedulers:SchedulersOnline`` argument.
+_SCHEDULERS = re.compile(r"[1-9][0-9]{0,2}(:[1-9][0-9]{0,2})?")
 
 _node_numbers = itertools.count(1)
 _live: set[LocalBroker] = set()
@@ -155,14 +160,23 @@ class LocalBroker:
         management_tls_port: int | None = None,
         *,
         start_timeout: float = 120.0,
+        nodename: str | None = None,
+        cookie: str | None = None,
+        schedulers: str | None = None,
+        peers: Sequence[str] = (),
+        remove_data: bool | None = None,
     ) -> None:
         if stats_interval_ms < 100:
             raise SourceError(
                 f"stats_interval_ms must be at least 100, got {stats_interval_ms}; "
                 "1000 is what flowdeck uses"
             )
-        self.nodename = f"{name}-{os.getpid()}-{next(_node_numbers)}@localhost"
-        self._owns_base_dir = base_dir is None
+        if schedulers is not None and not _SCHEDULERS.fullmatch(schedulers):
+            raise SourceError(
+                f"schedulers must be Erlang's +S form such as 1:1 or 2:2, got {schedulers!r}"
+            )
+        self.nodename = nodename or f"{name}-{os.getpid()}-{next(_node_numbers)}@localhost"
+        self._owns_base_dir = base_dir is None if remove_data is None else remove_data
         self.base_dir = (
             Path(tempfile.mkdtemp(prefix=f"{name}-node-")) if base_dir is None else Path(base_dir)
         )
@@ -176,12 +190,18 @@ class LocalBroker:
         self.amqps_port = (amqps_port or free_port()) if tls else None
         self.management_tls_port = (management_tls_port or free_port()) if tls else None
         self.start_timeout = start_timeout
+        #: Erlang schedulers (``+S``, e.g. ``"1:1"``); ``None`` lets the VM take one per core.
+        self.schedulers = schedulers
+        #: Nodes a first boot joins (classic config peer discovery); see LocalCluster.
+        self.peers = tuple(peers)
         #: Seconds the last start took until AMQP, management and Prometheus all answered.
         self.started_in: float | None = None
         self._process: subprocess.Popen[bytes] | None = None
         self._pid: int | None = None
-        self._cookie = secrets.token_hex(20)
+        self._cookie = cookie or secrets.token_hex(20)
         self._guard: OwnerGuard | None = None
+        #: A cluster's directory, removed with the last of its nodes' data (see OwnerGuard).
+        self._data_parent: Path | None = None
 
     # -- where it is ---------------------------------------------------------------------
 
@@ -265,10 +285,14 @@ class LocalBroker:
         limit = self.file_limit
 
         def before_exec() -> None:
+            # A node's connections are file descriptors: take all the hard limit allows
+            # (shells often start at a soft 1024), or exactly ``file_limit`` when given.
+            _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
             if limit is not None:
-                _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
                 cap = limit if hard == resource.RLIM_INFINITY else min(limit, hard)
                 resource.setrlimit(resource.RLIMIT_NOFILE, (cap, cap))
+            elif hard != resource.RLIM_INFINITY:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
         try:
             # A session of its own: Ctrl-C in the operator's terminal reaches flowdeck, which
@@ -281,7 +305,7 @@ class LocalBroker:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
-                preexec_fn=before_exec if limit is not None else None,
+                preexec_fn=before_exec,
             )
         finally:
             log.close()
@@ -357,6 +381,8 @@ class LocalBroker:
             "management_url": self.management_url,
             "prometheus_url": self.prometheus_url,
             "started_in": self.started_in,
+            "schedulers": self.schedulers,
+            "peers": list(self.peers),
         }
 
     @classmethod
@@ -376,6 +402,11 @@ class LocalBroker:
         broker.file_limit = None
         broker.tls = None
         broker.start_timeout = 120.0
+        schedulers = state.get("schedulers")
+        broker.schedulers = schedulers if isinstance(schedulers, str) else None
+        peers = state.get("peers")
+        broker.peers = tuple(str(p) for p in peers) if isinstance(peers, list) else ()
+        broker._data_parent = None
         broker.started_in = state.get("started_in")
         broker._process = None
         pid = state.get("pid")
@@ -468,9 +499,15 @@ class LocalBroker:
 
     def _start_guard(self) -> None:
         """Start the guard that stops this node if this process dies (module docstring)."""
+        self._stand_guard_down()  # the guard of a run of this node that died
         if self._process is not None:
             # the start script's pid is the node's session and process group
-            self._guard = OwnerGuard(self._process.pid, self.base_dir, self._owns_base_dir)
+            self._guard = OwnerGuard(
+                self._process.pid,
+                self.base_dir,
+                self._owns_base_dir,
+                remove_parent=self._data_parent if self._owns_base_dir else None,
+            )
 
     def _stand_guard_down(self) -> None:
         guard, self._guard = self._guard, None
@@ -485,6 +522,8 @@ class LocalBroker:
             # Do not spin idle schedulers: the machine is shared with the load clients.
             "+sbwt none +sbwtdcpu none +sbwtdio none -kernel inet_dist_use_interface {127,0,0,1}"
         )
+        if self.schedulers is not None:
+            erl_args += f" +S {self.schedulers}"
         env.update(
             {
                 "HOME": str(base),  # the Erlang cookie, for the node and rabbitmqctl alike
@@ -524,6 +563,12 @@ class LocalBroker:
         (base / "rabbitmq-env.conf").write_text("# flowdeck private node: settings in env\n")
         (base / "enabled_plugins").write_text("[rabbitmq_management,rabbitmq_prometheus].\n")
         (base / "rabbitmq.conf").write_text(self._config_text())
+        # A quorum queue's ready/unacked counts refresh on its Ra tick, 5 s by default
+        # whatever collect_statistics_interval says (rabbitmq.conf has no key for it in
+        # 3.10): tick as often as the statistics, so queue depth moves every second too.
+        (base / "advanced.config").write_text(
+            f"[{{rabbit, [{{quorum_tick_interval, {self.stats_interval_ms}}}]}}].\n"
+        )
 
     def _config_text(self) -> str:
         lines = [
@@ -536,6 +581,17 @@ class LocalBroker:
             "log.file.level = info",
             "log.console = false",
         ]
+        if self.peers:
+            # Read only on a first boot (an empty data directory): the node joins the
+            # cluster of the first peer that answers; a restart rejoins from its own data.
+            lines.append("cluster_formation.peer_discovery_backend = classic_config")
+            # the peer may still be booting: try to join it for up to two minutes
+            lines.append("cluster_formation.discovery_retry_limit = 240")
+            lines.append("cluster_formation.discovery_retry_interval = 500")
+            lines += [
+                f"cluster_formation.classic_config.nodes.{number} = {peer}"
+                for number, peer in enumerate(self.peers, 1)
+            ]
         if self.tls is not None:
             tls = self.tls
             lines += [
@@ -623,6 +679,309 @@ class LocalBroker:
         self._pid = None
 
 
+@dataclass(frozen=True, slots=True)
+class NodeAddress:
+    """Where one node of a private cluster answers: what a run needs to reach it (an AMQP
+    URI with the guest user, the management API, the prometheus endpoint's port)."""
+
+    nodename: str
+    amqp_uri: str
+    management_url: str
+    prometheus_port: int
+
+
+#: Erlang schedulers per node of a private cluster: two, whatever the machine, so N nodes
+#: never run N x cores schedulers. Measured on 2 cores (benchmarks/cluster_start.py, three
+#: interleaved runs each, the machine otherwise busy): 2:2 was ready in 36.5 s (median)
+#: against 49.3 s for 1:1, idle at 0.026 against 0.030 cores, for 20 MB more. Idle
+#: schedulers do not spin (``+sbwt none``), so the extra ones cost little, and a node that
+#: holds the only busy queue leader can use both cores, which 1:1 would forbid.
+CLUSTER_SCHEDULERS = "2:2"
+#: Most nodes a private cluster may have: each costs about 130 MB and a share of two cores.
+MAX_CLUSTER_NODES = 9
+
+
+#: What a node that booted beside the first node of a new cluster says when it made its
+#: tables before the cluster's feature flags reached it.
+_SCHEMA_RACE = "schema_integrity_check_failed"
+
+
+class LocalCluster:
+    """Private RabbitMQ nodes joined into one cluster: ``start()`` it or use it as a context
+    manager.
+
+    Every node is a LocalBroker with its own name (``<cluster>-n1@localhost``, ``-n2``, ...),
+    ports and data directory, all under ``base_dir``, and one Erlang cookie they share (nodes
+    of a cluster must, and rabbitmqctl uses it too). All nodes boot at once: the first as a
+    cluster of its own, every other one with classic config peer discovery naming only the
+    first, which it keeps trying to join (every 0.5 s, up to 2 min) while the first boots.
+    So no node boots twice, as ``rabbitmqctl join_cluster`` would make it (``stop_app``,
+    ``join_cluster``, ``start_app``), and there is no race between blank nodes: only the
+    first forms a cluster (RabbitMQ 3.10 lets two blank peers that do not see each other
+    running each form their own). Booting the first node alone and then the others
+    (``first_alone=True``) took 73-74 s where booting together took 40-50 s (+S 1:1, loaded
+    2-core machine; benchmarks/cluster_start.py). Each node has its own guard, so the whole
+    cluster dies with its owner, and a node restarted alone gets a guard again.
+    """
+
+    def __init__(
+        self,
+        size: int = 3,
+        name: str = "flowdeck",
+        base_dir: Path | str | None = None,
+        *,
+        schedulers: str | None = CLUSTER_SCHEDULERS,
+        stats_interval_ms: int = 1000,
+        start_timeout: float = 180.0,
+        first_alone: bool = False,
+    ) -> None:
+        if not 1 <= size <= MAX_CLUSTER_NODES:
+            raise SourceError(
+                f"a private cluster has 1 to {MAX_CLUSTER_NODES} nodes, got {size}; "
+                "3 is the seed's set-up"
+            )
+        self.name = f"{name}-{os.getpid()}-{next(_node_numbers)}"
+        self._owns_base_dir = base_dir is None
+        self.base_dir = (
+            Path(tempfile.mkdtemp(prefix=f"{name}-cluster-"))
+            if base_dir is None
+            else Path(base_dir)
+        )
+        self.schedulers = schedulers
+        self.start_timeout = start_timeout
+        #: Boot the first node before the others (slower; kept to measure the difference).
+        self.first_alone = first_alone
+        #: Seconds the last ``start()`` took until every node answered and had joined.
+        self.started_in: float | None = None
+        cookie = secrets.token_hex(20)
+        first = f"{self.name}-n1@localhost"
+        self.nodes: list[LocalBroker] = []
+        for number in range(1, size + 1):
+            node = _with_distinct_ports(
+                self.nodes,
+                lambda number=number: LocalBroker(  # type: ignore[misc]
+                    name=name,
+                    base_dir=self.base_dir / f"n{number}",
+                    nodename=f"{self.name}-n{number}@localhost",
+                    cookie=cookie,
+                    schedulers=schedulers,
+                    peers=() if number == 1 else (first,),
+                    remove_data=self._owns_base_dir,
+                    stats_interval_ms=stats_interval_ms,
+                    start_timeout=start_timeout,
+                ),
+            )
+            if self._owns_base_dir:
+                node._data_parent = self.base_dir
+            self.nodes.append(node)
+
+    # -- where it is ---------------------------------------------------------------------
+
+    @property
+    def addresses(self) -> list[NodeAddress]:
+        """Every node's AMQP URI, management URL and prometheus port, in node order."""
+        return [
+            NodeAddress(node.nodename, node.uri, node.management_url, node.prometheus_port)
+            for node in self.nodes
+        ]
+
+    @property
+    def uris(self) -> list[str]:
+        return [node.uri for node in self.nodes]
+
+    @property
+    def running(self) -> bool:
+        """True while any node runs."""
+        return any(node.running for node in self.nodes)
+
+    def find_node(self, ref: str) -> LocalBroker | None:
+        """The node ``ref`` names: its number (``2``), ``n2``, or its name with or without
+        ``@localhost``; ``None`` when no node has that name."""
+        for number, node in enumerate(self.nodes, 1):
+            short = node.nodename.split("@")[0]
+            if ref in (str(number), f"n{number}", short, node.nodename):
+                return node
+        return None
+
+    # -- life cycle ----------------------------------------------------------------------
+
+    def start(self, timeout: float | None = None) -> LocalCluster:
+        """Start every node that is not running and wait until all have joined one cluster.
+
+        Every node boots at once: a fresh cluster's nodes join the first as it comes up, and
+        nodes with data (a restart) each wait for the others' tables. Raises SourceError
+        naming the node that failed; nothing is left running then.
+        """
+        limit = self.start_timeout if timeout is None else timeout
+        began = time.monotonic()
+        fresh = not (self.nodes[0].base_dir / "mnesia").is_dir()
+        try:
+            if fresh and self.first_alone:
+                self.nodes[0].start(limit)
+            self._start_nodes([n for n in self.nodes if not n.running], began + limit)
+            self._wait_joined(began + limit)
+        except BaseException:
+            self.kill()
+            raise
+        self.started_in = time.monotonic() - began
+        return self
+
+    def stop(self, timeout: float = 60.0, *, cleanup: bool | None = None) -> None:
+        """Stop every node at once (SIGTERM; SIGKILL after ``timeout``); ``cleanup`` removes
+        the cluster's directory (by default when flowdeck made it)."""
+        remove = cleanup if cleanup is not None else self._owns_base_dir
+        _each(self.nodes, lambda node: node.stop(timeout, cleanup=remove))
+        if remove:
+            shutil.rmtree(self.base_dir, ignore_errors=True)
+
+    def kill(self) -> None:
+        """SIGKILL every node; their data stays (``stop(cleanup=True)`` removes it)."""
+        _each(self.nodes, lambda node: node.kill())
+
+    def detach(self) -> dict[str, Any]:
+        """Leave every node running after this process exits; the state for attach()."""
+        for node in self.nodes:
+            node.detach()
+        return self.to_state()
+
+    def to_state(self) -> dict[str, Any]:
+        """What another process needs to find, steer and stop the cluster."""
+        return {
+            "cluster": self.name,
+            "base_dir": str(self.base_dir),
+            "owns_base_dir": self._owns_base_dir,
+            "schedulers": self.schedulers,
+            "started_in": self.started_in,
+            "nodes": [node.to_state() for node in self.nodes],
+        }
+
+    @classmethod
+    def attach(cls, state: Mapping[str, Any]) -> LocalCluster:
+        """A handle on a cluster another flowdeck process started (see detach())."""
+        cluster = cls.__new__(cls)
+        cluster.name = str(state["cluster"])
+        cluster.base_dir = Path(state["base_dir"])
+        cluster._owns_base_dir = bool(state.get("owns_base_dir", False))
+        schedulers = state.get("schedulers")
+        cluster.schedulers = schedulers if isinstance(schedulers, str) else None
+        cluster.start_timeout = 180.0
+        cluster.first_alone = False
+        cluster.started_in = state.get("started_in")
+        cluster.nodes = [LocalBroker.attach(node) for node in state["nodes"]]
+        for node in cluster.nodes:
+            node._data_parent = cluster.base_dir if cluster._owns_base_dir else None
+        return cluster
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        up = sum(node.running for node in self.nodes)
+        return f"LocalCluster({self.name}, {up} of {len(self.nodes)} nodes running)"
+
+    # -- internals -----------------------------------------------------------------------
+
+    def _start_nodes(self, nodes: Sequence[LocalBroker], deadline: float) -> None:
+        left = max(1.0, deadline - time.monotonic())
+        failures = _each(nodes, lambda node: node.start(left), raise_first=False)
+        raced = [f for f in failures if _SCHEMA_RACE in str(f)]
+        if raced and len(raced) == len(failures) and any(n.running for n in nodes):
+            # Booted at once, a joiner can make its tables before the first node's feature
+            # flags reach it, and then refuses to join (schema_integrity_check_failed). It
+            # holds no data yet: start it afresh, now that the cluster it joins is up.
+            again = [node for node in nodes if not node.running]
+            for node in again:
+                shutil.rmtree(node.base_dir / "mnesia", ignore_errors=True)
+            left = max(1.0, deadline - time.monotonic())
+            failures = _each(again, lambda node: node.start(left), raise_first=False)
+        if failures:
+            raise failures[0]
+
+    def _wait_joined(self, deadline: float) -> None:
+        """Until one running node's management API lists every node as running."""
+        wanted = {node.nodename for node in self.nodes}
+        seen: set[str] = set()
+        with httpx.Client(timeout=2.0, auth=("guest", "guest")) as http:
+            while True:
+                for node in self.nodes:
+                    if not node.running:
+                        continue
+                    with contextlib.suppress(httpx.HTTPError, ValueError):
+                        listed = http.get(
+                            f"{node.management_url}/api/nodes", params={"columns": "name,running"}
+                        ).json()
+                        seen = {
+                            str(n.get("name"))
+                            for n in listed
+                            if isinstance(n, dict) and n.get("running")
+                        }
+                        if seen >= wanted:
+                            return
+                    break
+                if time.monotonic() > deadline:
+                    missing = ", ".join(sorted(wanted - seen))
+                    raise SourceError(
+                        f"private cluster {self.name}: {missing} did not join within the "
+                        f"start timeout; see the logs under {self.base_dir}"
+                    )
+                time.sleep(0.2)
+
+
+def _with_distinct_ports(
+    others: Sequence[LocalBroker], make: Callable[[], LocalBroker]
+) -> LocalBroker:
+    """A node whose ports (and rabbitmqctl's port range) clash with no other node's: free
+    ports are picked one at a time, and nothing listens on them until the nodes boot."""
+    taken: set[int] = set()
+    for other in others:
+        taken |= _ports_of(other)
+    for _ in range(20):
+        node = make()
+        if not _ports_of(node) & taken:
+            return node
+    raise SourceError("found no set of free TCP ports for a private cluster; free some ports")
+
+
+def _ports_of(node: LocalBroker) -> set[int]:
+    ports = {port for port in node._ports().values() if port is not None}
+    cli = node.dist_port + _CLI_DIST_OFFSET
+    return ports | set(range(cli, cli + _CLI_DIST_RANGE + 1))
+
+
+def _each(
+    nodes: Sequence[LocalBroker],
+    action: Callable[[LocalBroker], object],
+    *,
+    raise_first: bool = True,
+) -> list[BaseException]:
+    """Run ``action`` on every node at once (each waits seconds on its own VM); the
+    failures, or the first of them raised when ``raise_first``."""
+    failures: list[BaseException] = []
+    if len(nodes) <= 1:
+        for node in nodes:
+            try:
+                action(node)
+            except Exception as exc:  # collected, and raised below when asked
+                failures.append(exc)
+    else:
+        with ThreadPoolExecutor(max_workers=len(nodes)) as pool:
+            for future in [pool.submit(action, node) for node in nodes]:
+                failure = future.exception()
+                if failure is not None:
+                    failures.append(failure)
+    if failures and raise_first:
+        raise failures[0]
+    return failures
+
+
 def live_brokers() -> Iterator[LocalBroker]:
     """Nodes this process started and has not stopped."""
     with _live_lock:
@@ -630,9 +989,7 @@ def live_brokers() -> Iterator[LocalBroker]:
 
 
 def _stop_all_at_exit() -> None:
-    for broker in live_brokers():
-        with contextlib.suppress(Exception):
-            broker.stop(timeout=20.0)
+    _each(list(live_brokers()), lambda broker: broker.stop(timeout=20.0), raise_first=False)
 
 
 atexit.register(_stop_all_at_exit)
@@ -651,8 +1008,16 @@ _STATE_FIELDS: dict[str, type | tuple[type, ...]] = {
 }
 
 
+#: What a saved cluster state needs beside its nodes' states.
+_CLUSTER_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "cluster": str,
+    "base_dir": str,
+    "nodes": list,
+}
+
+
 def load_state(path: Path) -> dict[str, Any]:
-    """Read a node state written by ``save_state`` (used by ``flowdeck broker``).
+    """Read a node's or a cluster's state written by ``save_state`` (``flowdeck broker``).
 
     Raises OSError when the file cannot be read and ValueError, naming what is wrong, when
     it is not JSON or not the object ``save_state`` writes.
@@ -660,13 +1025,36 @@ def load_state(path: Path) -> dict[str, Any]:
     data = json.loads(path.read_text())
     if not isinstance(data, dict):
         raise ValueError(f"it holds a JSON {type(data).__name__}, not a node's state object")
-    for field, kind in _STATE_FIELDS.items():
+    if "cluster" in data or "nodes" in data:
+        _check_fields(data, _CLUSTER_FIELDS)
+        if not data["nodes"]:
+            raise ValueError("its cluster has no nodes")
+        for number, node in enumerate(data["nodes"], 1):
+            if not isinstance(node, dict):
+                raise ValueError(f"its node {number} is {node!r}, not a node's state object")
+            _check_fields(node, _STATE_FIELDS, owner=f"node {number}")
+        return data
+    _check_fields(data, _STATE_FIELDS)
+    return data
+
+
+def _check_fields(
+    data: Mapping[str, Any], fields: Mapping[str, type | tuple[type, ...]], owner: str = "it"
+) -> None:
+    for field, kind in fields.items():
         if field not in data and field != "pid":
-            raise ValueError(f"it has no {field!r}")
+            raise ValueError(f"{owner} has no {field!r}")
         value = data.get(field)
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise ValueError(f"its {field!r} is {value!r}")
-    return data
+            whose = "its" if owner == "it" else f"{owner}'s"
+            raise ValueError(f"{whose} {field!r} is {value!r}")
+
+
+def attach_state(state: Mapping[str, Any]) -> LocalBroker | LocalCluster:
+    """A handle on the node or cluster a state from ``load_state`` describes."""
+    if "cluster" in state:
+        return LocalCluster.attach(state)
+    return LocalBroker.attach(state)
 
 
 def save_state(path: Path, state: Mapping[str, Any]) -> None:

@@ -31,7 +31,6 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
-from flowdeck.collectors.broker_uri import parse_broker_uri
 from flowdeck.collectors.errors import SourceError, short_error
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 
@@ -42,12 +41,15 @@ DEFAULT_NODE_STATS_INTERVAL = 5.0
 
 _NODE_COLUMNS = (
     "name,running,mem_used,mem_limit,mem_alarm,disk_free,disk_free_limit,disk_free_alarm,"
-    "fd_used,fd_total,sockets_used,sockets_total,context_switches_details"
+    "fd_used,fd_total,sockets_used,sockets_total,partitions,context_switches_details"
 )
 _QUEUE_COLUMNS = (
     "name,vhost,type,messages_ready,messages_unacknowledged,consumers,"
-    "message_stats.publish,message_stats.deliver_get"
+    "message_stats.publish,message_stats.deliver_get,"
+    "state,node,leader,members,online,slave_nodes,synchronised_slave_nodes"
 )
+#: Where a queue object keeps every value of a key RabbitMQ sent more than once.
+_REPEATED = "\0repeated"
 _OVERVIEW_COLUMNS = "rabbitmq_version,erlang_version,message_stats,object_totals,node"
 #: Queue names are sent to the API as one regex while the URL stays this short.
 _MAX_REGEX_URL = 6000
@@ -88,25 +90,6 @@ class SocketFigures:
     def complete(self) -> bool:
         """Every running node (at least one) listed its figures."""
         return bool(self.nodes) and len(self.nodes) == self.running
-
-
-def management_url_for(amqp_uri: str) -> str:
-    """The management API base URL that usually goes with an AMQP URI.
-
-    ``amqp://user:pw@host:5672/vhost`` gives ``http://host:15672`` (``amqps`` gives
-    ``https://host:15671``). Credentials are not carried over: pass them separately
-    (``credentials_from_uri``) so they never end up in a printed URL.
-    """
-    broker = parse_broker_uri(amqp_uri)
-    if broker.tls:
-        return f"https://{broker.host_text}:15671"
-    return f"http://{broker.host_text}:15672"
-
-
-def credentials_from_uri(amqp_uri: str) -> tuple[str, str, str]:
-    """(username, password, vhost) from an AMQP URI, with RabbitMQ's defaults."""
-    broker = parse_broker_uri(amqp_uri)
-    return broker.login, broker.secret, broker.vhost
 
 
 def _without_credentials(url: str) -> str:
@@ -343,6 +326,35 @@ class ManagementCollector:
             and (port := _number(item.get("port"))) is not None
         }
 
+    # -- policies ------------------------------------------------------------------------
+
+    async def set_policy(self, name: str, body: Mapping[str, Any]) -> None:
+        """Create or replace the policy ``name`` of the collector's vhost (the management
+        API's policy body: pattern, apply-to, priority, definition). Raises
+        :class:`ManagementAnswerError` saying why the broker refused it."""
+        await self._change(
+            f"/api/policies/{quote(self.vhost, safe='')}/{quote(name, safe='')}", body
+        )
+
+    async def delete_policy(self, name: str) -> None:
+        """Remove the policy ``name`` of the collector's vhost; one already gone is fine."""
+        path = f"/api/policies/{quote(self.vhost, safe='')}/{quote(name, safe='')}"
+        response = await self._request(path, method="DELETE")
+        if response.status_code >= 400 and response.status_code != 404:
+            raise ManagementAnswerError(
+                f"management API: {response.status_code} for DELETE {path}",
+                status=response.status_code,
+            )
+
+    async def _change(self, path: str, body: Mapping[str, Any]) -> None:
+        response = await self._request(path, method="PUT", body=body)
+        if response.status_code >= 400:
+            reason = _json_reason(response) or response.reason_phrase.lower() or "error"
+            raise ManagementAnswerError(
+                f"management API: {response.status_code} for PUT {path}: {reason}",
+                status=response.status_code,
+            )
+
     # -- live polls ----------------------------------------------------------------------
 
     async def sample(self) -> BrokerSample:
@@ -407,12 +419,19 @@ class ManagementCollector:
 
     # -- requests ------------------------------------------------------------------------
 
-    async def _request(self, path: str, params: Mapping[str, str] | None = None) -> httpx.Response:
-        """GET ``path``; the whole request (not each read) is bounded by ``timeout``."""
+    async def _request(
+        self,
+        path: str,
+        params: Mapping[str, str] | None = None,
+        *,
+        method: str = "GET",
+        body: Any = None,
+    ) -> httpx.Response:
+        """``method`` ``path``; the whole request (not each read) is bounded by ``timeout``."""
         url = f"{self.base_url}{path}"
         try:
             async with asyncio.timeout(self.timeout):
-                response = await self._client.get(url, params=params)
+                response = await self._client.request(method, url, params=params, json=body)
         except (TimeoutError, httpx.TimeoutException):
             raise ManagementAnswerError(
                 f"management API: no answer within {self.timeout:g} s from {self.base_url}"
@@ -431,7 +450,15 @@ class ManagementCollector:
             )
         return response
 
-    async def _get_json(self, path: str, params: Mapping[str, str] | None = None) -> Any:
+    async def _get_json(
+        self,
+        path: str,
+        params: Mapping[str, str] | None = None,
+        *,
+        repeated_keys: bool = False,
+    ) -> Any:
+        """The JSON answer of ``path``; ``repeated_keys`` keeps every value of a key an
+        object holds twice (see ``_merge_repeated_keys``) instead of the last one."""
         response = await self._request(path, params)
         if response.status_code == 404:
             raise ManagementAnswerError(f"management API: 404 not found for {path}", status=404)
@@ -441,7 +468,7 @@ class ManagementCollector:
                 f"{response.reason_phrase.lower() or 'error'} for {path}",
                 status=response.status_code,
             )
-        return _json_of(response, path)
+        return _json_of(response, path, repeated_keys=repeated_keys)
 
     def _history_params(self, prefix: str, interval: float) -> dict[str, str]:
         # Enough one-second history to hold three collections, so two gaps can be seen.
@@ -482,7 +509,7 @@ class ManagementCollector:
                     "page": "1",
                     "page_size": "500",
                 }
-        answer = await self._get_json(path, params)
+        answer = await self._get_json(path, params, repeated_keys=True)
         items = answer.get("items") if isinstance(answer, Mapping) else answer
         if not isinstance(items, list) or not all(isinstance(q, Mapping) for q in items):
             raise ManagementAnswerError(f"management API: {path} is not a list of queues")
@@ -515,7 +542,9 @@ class ManagementCollector:
 
     # -- turning answers into a sample ---------------------------------------------------
 
-    def _queue_sample(self, queue: Mapping[str, Any], now: float) -> QueueSample:
+    def _queue_sample(
+        self, queue: Mapping[str, Any], now: float, running: frozenset[str] | None
+    ) -> QueueSample:
         name = str(queue.get("name", ""))
         vhost = str(queue.get("vhost", self.vhost))
         stats = queue.get("message_stats")
@@ -540,6 +569,7 @@ class ManagementCollector:
             consumers=_number(queue.get("consumers")) or 0,
             publish_rate=_counter_rate(before, now, published, 1),
             deliver_rate=_counter_rate(before, now, delivered, 2),
+            **_placement(queue, running),
         )
 
     def _build(
@@ -578,10 +608,12 @@ class ManagementCollector:
                 sockets_total=_number(node.get("sockets_total")),
                 running=bool(node.get("running", True)),
                 figures_at=node_figures_at,
+                partitions=_names(node.get("partitions")),
             )
             for node in nodes
         )
-        queue_samples = tuple(self._queue_sample(q, now) for q in queues)
+        running = frozenset(n.name for n in node_samples if n.running) if node_samples else None
+        queue_samples = tuple(self._queue_sample(q, now, running) for q in queues)
         stats = overview.get("message_stats") or {}
         states = [c.get("state") for c in connections if isinstance(c, Mapping)]
         # Queue and channel figures were computed at some point in the last interval; with
@@ -646,11 +678,96 @@ def _with_alarms(
     )
 
 
-def _json_of(response: httpx.Response, path: str) -> Any:
+def _names(value: Any) -> tuple[str, ...]:
+    """Node names from a JSON list of them (anything else: none)."""
+    if not isinstance(value, list):
+        return ()
+    return tuple(str(item) for item in value if isinstance(item, str))
+
+
+def _merge_repeated_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose repeated keys keep every value.
+
+    RabbitMQ 3.10 answers a queue with its live record and its cached statistics in one
+    object, and while a member node goes down or comes back the two disagree and a key
+    comes twice (``"online": [n1, n2], ..., "online": [n1, n2, n3]``), the stale one first
+    or last. Lists of nodes are merged (``_placement`` then keeps the running nodes); every
+    value is kept under ``_REPEATED`` for ``_placement`` to choose a leader that runs.
+    """
+    merged: dict[str, Any] = {}
+    repeated: dict[str, list[Any]] = {}
+    for key, value in pairs:
+        if key not in merged:
+            merged[key] = value
+            continue
+        repeated.setdefault(key, [merged[key]]).append(value)
+        if isinstance(merged[key], list) and isinstance(value, list):
+            merged[key] = [*merged[key], *(item for item in value if item not in merged[key])]
+    if repeated:
+        merged[_REPEATED] = repeated
+    return merged
+
+
+def _placement(queue: Mapping[str, Any], running: frozenset[str] | None) -> dict[str, Any]:
+    """A queue's leader, members, online members and synchronised mirrors (QueueSample).
+
+    Quorum and stream queues say ``leader``, ``members`` and ``online``; a classic queue
+    says its ``node`` (the master) and, mirrored, ``slave_nodes`` and
+    ``synchronised_slave_nodes``. ``running`` (the nodes ``/api/nodes`` says run) drops a
+    down node the queue's cached statistics still name, so a killed member is never shown
+    online, nor a killed master's old mirror as a mirror.
+    """
+
+    def up(nodes: tuple[str, ...]) -> tuple[str, ...]:
+        return nodes if running is None else tuple(n for n in nodes if n in running)
+
+    repeated = queue.get(_REPEATED)
+    repeated = repeated if isinstance(repeated, Mapping) else {}
+
+    def one_node(key: str) -> str:
+        candidates = [v for v in repeated.get(key, [queue.get(key)]) if isinstance(v, str)]
+        return next(iter(up(tuple(candidates))), candidates[0] if candidates else "")
+
+    if "members" in queue:
+        leader = one_node("leader") or one_node("node")
+        listed = _names(queue.get("members"))
+        members = tuple(dict.fromkeys([leader, *listed] if leader in listed else listed))
+        return {
+            "leader": leader,
+            "members": members,
+            "online": up(tuple(n for n in members if n in _names(queue.get("online")))),
+            "state": str(queue.get("state") or ""),
+        }
+    master = one_node("node")
+    mirrors = up(_names(queue.get("slave_nodes")))
+    return {
+        "leader": master,
+        "members": tuple(dict.fromkeys(n for n in (master, *mirrors) if n)),
+        "online": up(tuple(n for n in (master, *mirrors) if n)),
+        "synchronised": tuple(
+            n for n in up(_names(queue.get("synchronised_slave_nodes"))) if n in mirrors
+        ),
+        "state": str(queue.get("state") or ""),
+    }
+
+
+def _json_of(response: httpx.Response, path: str, *, repeated_keys: bool = False) -> Any:
     try:
+        if repeated_keys:
+            return json.loads(response.text, object_pairs_hook=_merge_repeated_keys)
         return response.json()
     except (json.JSONDecodeError, UnicodeDecodeError):
         raise ManagementAnswerError(
             f"management API: answer for {path} is not JSON "
             f"({response.headers.get('content-type', 'no content type')})"
         ) from None
+
+
+def _json_reason(response: httpx.Response) -> str:
+    """The ``reason`` of a management API error answer, on one line ('' when none)."""
+    try:
+        answer = response.json()
+    except ValueError:
+        return ""
+    reason = answer.get("reason", "") if isinstance(answer, Mapping) else ""
+    return " ".join(str(reason).split())

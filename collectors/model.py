@@ -22,6 +22,14 @@ class NodeSample:
     when the source says so: RabbitMQ refreshes them on a clock of their own (every 5 s in
     3.10, whatever ``collect_statistics_interval`` is), so they can be older than the
     sample's queue and channel figures. Alarm flags are always as fresh as the sample.
+
+    In a cluster every node is listed, a node that is down too (``running`` false, its
+    figures ``None``); ``partitions`` names the nodes this one cannot see although they
+    are up (a network partition), as RabbitMQ reports them.
+
+    Quorum queues' Raft figures come from Prometheus only: ``raft_term_total`` sums the
+    terms of the node's quorum queue members (it grows by one per leader election of any
+    of them) and ``raft_commit_latency`` is their mean time to commit a log entry, seconds.
     """
 
     name: str
@@ -37,11 +45,24 @@ class NodeSample:
     sockets_total: int | None = None
     running: bool = True
     figures_at: float | None = None
+    partitions: tuple[str, ...] = ()
+    raft_term_total: int | None = None
+    raft_commit_latency: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class QueueSample:
-    """One queue as the broker counts it; rates in msg/s."""
+    """One queue as the broker counts it; rates in msg/s.
+
+    Where the queue lives in a cluster: ``leader`` is the node of a quorum or stream
+    queue's leader, or of a classic queue's master (its only node when not mirrored);
+    ``members`` every node holding a replica, the leader first (quorum members; a classic
+    queue's master and mirrors); ``online`` the members that run now (quorum and stream
+    queues say; for a classic queue the master and its mirrors that run); ``synchronised``
+    the classic mirrors in sync with their master (messages survive the master's loss on
+    those only). ``state`` is RabbitMQ's (``running``, ``down``, ``minority``, ...). Empty
+    where the source does not say (Prometheus).
+    """
 
     name: str
     vhost: str
@@ -51,10 +72,20 @@ class QueueSample:
     consumers: int
     publish_rate: float | None = None
     deliver_rate: float | None = None
+    leader: str = ""
+    members: tuple[str, ...] = ()
+    online: tuple[str, ...] = ()
+    synchronised: tuple[str, ...] = ()
+    state: str = ""
 
     @property
     def depth(self) -> int:
         return self.ready + self.unacked
+
+    @property
+    def mirrors(self) -> tuple[str, ...]:
+        """The members other than the leader (classic mirrors, quorum followers)."""
+        return tuple(member for member in self.members if member != self.leader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +147,16 @@ class BrokerSample:
     def age(self) -> float:
         """Seconds between when the broker computed the figures and the poll."""
         return max(0.0, self.taken_at - self.figures_at)
+
+    @property
+    def nodes_down(self) -> tuple[str, ...]:
+        """Names of the cluster's nodes the source lists as not running."""
+        return tuple(node.name for node in self.nodes if not node.running)
+
+    @property
+    def partitioned(self) -> bool:
+        """A node reports a network partition."""
+        return any(node.partitions for node in self.nodes)
 
     @property
     def memory_alarm(self) -> bool:

@@ -60,6 +60,11 @@ NODE_GAUGES = {
     "rabbitmq_channel_messages_unacked": "unacked",
     "rabbitmq_connections": "connections",
 }
+#: Quorum queues' Raft gauges per node (NodeSample). ``/metrics`` sums the term and averages
+#: the latency over the node's quorum queue members; ``/metrics/per-object`` has one series
+#: per queue, so the term is summed and the latency averaged here too.
+RAFT_SUMMED = "rabbitmq_raft_term_total"
+RAFT_AVERAGED = "rabbitmq_raft_entry_commit_latency_seconds"
 #: Broker-wide counters whose rate is a BrokerSample rate.
 RATE_COUNTERS = {
     "publish_rate": "rabbitmq_global_messages_received_total",
@@ -383,10 +388,7 @@ class PrometheusCollector:
         instances = "|".join(re.escape(t.instance) for t in targets)
         sel = f"{self._selector()}, instance=~{_quote(instances)}"
         gauges: dict[tuple[str, str], float] = {}
-        names = "|".join(n.removeprefix("rabbitmq_") for n in NODE_GAUGES)
-        for series in self._query(
-            f'sum by (__name__, instance) ({{__name__=~"rabbitmq_({names})", {sel}}})'
-        ):
+        for series in self._query(_node_gauges_query(sel, "__name__, instance")):
             metric = series["metric"]
             gauges[(str(metric.get("instance", "")), str(metric.get("__name__", "")))] = _value(
                 series
@@ -422,6 +424,8 @@ class PrometheusCollector:
                 sockets_used=_int(gauge(t.instance, "rabbitmq_process_open_tcp_sockets")),
                 sockets_total=_int(gauge(t.instance, "rabbitmq_process_max_tcp_sockets")),
                 figures_at=t.scraped_at,
+                raft_term_total=_int(gauge(t.instance, RAFT_SUMMED)),
+                raft_commit_latency=gauge(t.instance, RAFT_AVERAGED),
             )
             for t in targets
         )
@@ -498,10 +502,9 @@ class PrometheusCollector:
             raise PrometheusAnswerError(self._no_series_reason())
         instances = "|".join(re.escape(t.instance) for t in targets)
         sel = f"{self._selector()}, instance=~{_quote(instances)}"
-        names = "|".join(n.removeprefix("rabbitmq_") for n in NODE_GAUGES)
         window = _duration(max(5.0, 4 * self.statistics_interval))
         queries: list[tuple[str | None, str]] = [
-            (None, f'sum by (__name__, job, instance) ({{__name__=~"rabbitmq_({names})", {sel}}})'),
+            (None, _node_gauges_query(sel, "__name__, job, instance")),
             *(
                 (
                     f"rate({counter}[{window}])",
@@ -535,6 +538,19 @@ class PrometheusCollector:
                         rows.append((at, metric, labels_json, value))
         rows.sort(key=lambda row: (row[0], row[1], row[2]))
         return rows
+
+
+def _node_gauges_query(selector: str, by: str) -> str:
+    """One query for every node gauge per target: NODE_GAUGES and the Raft term summed,
+    the Raft commit latency averaged (a sum of latencies means nothing). ``or`` matches
+    series on their labels without the metric name, so the averaged one carries a label
+    of its own (``aggregation="avg"``) or the summed gauges of its target would hide it."""
+    names = "|".join(n.removeprefix("rabbitmq_") for n in [*NODE_GAUGES, RAFT_SUMMED])
+    averaged = f"avg by ({by}) ({{__name__={_quote(RAFT_AVERAGED)}, {selector}}})"
+    return (
+        f'sum by ({by}) ({{__name__=~"rabbitmq_({names})", {selector}}}) '
+        f'or label_replace({averaged}, "aggregation", "avg", "", "")'
+    )
 
 
 def _vector(result: Any, url: str) -> list[Mapping[str, Any]]:

@@ -4,7 +4,8 @@ When the operator names no broker, flowdeck runs on a private node. Booting one 
 seconds, so a cockpit session keeps the node it started for its next launches and stops it
 on quit; ``flowdeck run`` starts one for the run and stops it at the end. Both go through a
 ``Provisioner``: ``node()`` returns the running node or starts one, ``prometheus()`` starts a
-throwaway Prometheus server, ``close()`` stops everything it started.
+throwaway Prometheus server, ``cluster(n)`` a private N-node cluster (kept and reused like
+the node), ``close()`` stops everything it started.
 
 Every node a provisioner starts is registered in the user's runtime directory (one JSON file
 per node, with the owner's pid, start time and command), so ``flowdeck broker status`` in
@@ -28,7 +29,7 @@ from types import TracebackType
 import platformdirs
 import psutil
 
-from flowdeck.collectors.local_broker import LocalBroker
+from flowdeck.collectors.local_broker import LocalBroker, LocalCluster
 from flowdeck.collectors.prometheus_server import PrometheusServer
 
 #: Overrides the directory where started nodes are registered (tests, several users).
@@ -60,6 +61,8 @@ class RegisteredNode:
     owner_pid: int
     owner_started: float
     owner_command: str
+    #: The private cluster the node belongs to ("" for a node on its own).
+    cluster: str = ""
 
 
 def _process_started(pid: int) -> float | None:
@@ -121,6 +124,8 @@ class Provisioner:
         self._node: LocalBroker | None = None
         self._entry: Path | None = None
         self._servers: list[PrometheusServer] = []
+        self._cluster: LocalCluster | None = None
+        self._cluster_entries: list[Path] = []
         #: How many times ``node()`` handed out a node it had started before.
         self.reused = 0
 
@@ -149,6 +154,37 @@ class Provisioner:
             self._node = node
             self._entry = self._register(node)
             return node
+
+    def cluster(self, size: int = 3) -> LocalCluster:
+        """The private cluster of ``size`` nodes this provisioner runs, started now if there
+        is none of that size with every node up (tens of seconds on 2 cores).
+
+        Every node is registered, named with its cluster. Raises SourceError when the
+        cluster cannot start (nothing is left running then).
+        """
+        with self._lock:
+            cluster = self._cluster
+            if (
+                cluster is not None
+                and len(cluster.nodes) == size
+                and all(node.running for node in cluster.nodes)
+            ):
+                self.reused += 1
+                return cluster
+            self._stop_cluster()
+            cluster = LocalCluster(size, name=self.name)
+            try:
+                cluster.start()
+            except BaseException:
+                cluster.stop(cleanup=True)
+                raise
+            self._cluster = cluster
+            self._cluster_entries = [
+                entry
+                for node in cluster.nodes
+                if (entry := self._register(node, cluster=cluster.name)) is not None
+            ]
+            return cluster
 
     def prometheus(
         self, targets: Iterable[str], *, scrape_timeout: float = 20.0
@@ -179,6 +215,7 @@ class Provisioner:
                 with contextlib.suppress(Exception):
                     server.stop()
             self._stop_node()
+            self._stop_cluster()
 
     def __enter__(self) -> Provisioner:
         return self
@@ -207,7 +244,15 @@ class Provisioner:
         if node is not None:
             node.stop()
 
-    def _register(self, node: LocalBroker) -> Path | None:
+    def _stop_cluster(self) -> None:
+        cluster, self._cluster = self._cluster, None
+        entries, self._cluster_entries = self._cluster_entries, []
+        for entry in entries:
+            entry.unlink(missing_ok=True)
+        if cluster is not None:
+            cluster.stop()
+
+    def _register(self, node: LocalBroker, *, cluster: str = "") -> Path | None:
         """Write the node's registry entry; a registry that cannot be written only costs
         ``broker status`` its view of this node, never the run."""
         if node.pid is None:
@@ -227,6 +272,7 @@ class Provisioner:
             owner_pid=os.getpid(),
             owner_started=me.create_time(),
             owner_command=command,
+            cluster=cluster,
         )
         folder = self._registry or registry_dir()
         path = folder / f"{node.nodename.split('@')[0]}.json"

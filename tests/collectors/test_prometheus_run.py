@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from flowdeck.collectors import LocalBroker, PrometheusServer
+from flowdeck.collectors import Broker, LocalBroker, PrometheusServer
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.recording import format as fmt
 from flowdeck.engine.recording.reader import open_session
@@ -47,9 +47,9 @@ async def test_a_run_with_prometheus_records_both_sources_and_the_range(
     )
     controller = Controller(
         spec,
-        uri=node.uri,
-        management_url=node.management_url,
-        prometheus_url=prometheus.url,
+        broker=Broker.parse(
+            node.uri, management_url=node.management_url, prometheus_url=prometheus.url
+        ),
         sessions_root=tmp_path,
         drain_seconds=2,
         cleanup=True,

@@ -1,0 +1,161 @@
+"""`flowdeck broker start --nodes 3`, then one node lost and brought back (`kill`,
+`start`, `restart`, `stop NODE`), and `stop` leaving nothing running.
+
+One cluster for the module (a start costs tens of seconds on 2 cores); the tests run in
+file order on it and the last one stops it. The refusals need no cluster and come first.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+from flowdeck.tui.cli import main
+from flowdeck.tui.cli.broker import STATE_ENV
+from tests.private_nodes import cluster_vms
+
+pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@dataclass(frozen=True)
+class Said:
+    """What one `flowdeck broker ...` printed and its exit code."""
+
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def flowdeck(state: Path, *args: str) -> Said:
+    """`flowdeck broker ARGS` as the shell runs it, in this process: the command's own
+    start-up costs seconds on a busy 2-core machine, and every test here makes several."""
+    out, err = io.StringIO(), io.StringIO()
+    before = os.environ.get(STATE_ENV)
+    os.environ[STATE_ENV] = str(state)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(["broker", *args])
+    finally:
+        if before is None:
+            del os.environ[STATE_ENV]
+        else:
+            os.environ[STATE_ENV] = before
+    return Said(code, out.getvalue(), err.getvalue())
+
+
+def one_line_error(done: Said) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def node_lines(output: str) -> dict[int, tuple[str, str]]:
+    """Node number -> (up or DOWN, node name), from the cluster's table."""
+    return {
+        int(number): (state, name)
+        for number, state, name in re.findall(r"^\s+(\d)\s+(up|DOWN)\s+(\S+)", output, re.M)
+    }
+
+
+@pytest.fixture(scope="module")
+def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Where the cluster's state goes; whatever is left of it is stopped at the end."""
+    path = tmp_path_factory.mktemp("cluster-cli") / "broker.json"
+    yield path
+    if path.exists():
+        flowdeck(path, "stop")
+
+
+@pytest.fixture(scope="module")
+def started(state: Path) -> Said:
+    began = time.monotonic()
+    done = flowdeck(state, "start", "--nodes", "3")
+    print(f"\nbroker start --nodes 3 took {time.monotonic() - began:.1f} s")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+def test_node_commands_without_a_cluster_are_refused(tmp_path: Path) -> None:
+    state = tmp_path / "broker.json"
+    for args in (("kill", "2"), ("start", "2"), ("stop", "2"), ("restart", "2")):
+        done = flowdeck(state, *args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert "no private cluster is running" in one_line_error(done), args
+    for args in (("--nodes", "0"), ("--nodes", "3", "--amqp-port", "41000")):
+        done = flowdeck(state, "start", *args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        one_line_error(done)
+    assert not state.exists()
+
+
+def test_start_prints_every_node_and_status_shows_them_up(started: Said, state: Path) -> None:
+    nodes = node_lines(started.stdout)
+    assert sorted(nodes) == [1, 2, 3] and {s for s, _ in nodes.values()} == {"up"}
+    status = flowdeck(state, "status")
+    assert status.returncode == 0, status.stderr
+    assert node_lines(status.stdout) == nodes
+    assert "owned by you" in status.stdout
+    cluster = re.search(r"^cluster\s+(\S+):", status.stdout, re.M)
+    assert cluster and len(cluster_vms(cluster.group(1))) == 3
+
+
+def test_an_unknown_node_is_refused(started: Said, state: Path) -> None:
+    for action in ("kill", "stop", "start", "restart"):
+        done = flowdeck(state, action, "7")
+        assert done.returncode == 2, (action, done.stdout, done.stderr)
+        said = one_line_error(done)
+        assert "no node '7'" in said and "n1@localhost" in said, said
+
+
+def test_kill_then_start_one_node(started: Said, state: Path) -> None:
+    killed = flowdeck(state, "kill", "2")
+    assert killed.returncode == 0, killed.stderr
+    assert "killed" in killed.stdout and "SIGKILL" in killed.stdout
+    status = flowdeck(state, "status")
+    nodes = node_lines(status.stdout)
+    assert [nodes[n][0] for n in (1, 2, 3)] == ["up", "DOWN", "up"], status.stdout
+    management = re.search(r"management\s+(http://\S+)", status.stdout)
+    assert management
+    listed = httpx.get(
+        f"{management.group(1)}/api/nodes",
+        params={"columns": "name,running"},
+        auth=("guest", "guest"),
+        timeout=10,
+    ).json()
+    assert {n["name"]: n["running"] for n in listed}[nodes[2][1]] is False
+
+    back = flowdeck(state, "start", "n2")
+    assert back.returncode == 0, back.stderr
+    assert "rejoined" in back.stdout
+    assert [s for s, _ in node_lines(back.stdout).values()] == ["up", "up", "up"]
+
+
+def test_restart_and_stop_one_node(started: Said, state: Path) -> None:
+    name = node_lines(started.stdout)[3][1]
+    restarted = flowdeck(state, "restart", name.split("@")[0])
+    assert restarted.returncode == 0, restarted.stderr
+    assert [s for s, _ in node_lines(restarted.stdout).values()] == ["up", "up", "up"]
+    stopped = flowdeck(state, "stop", "3")
+    assert stopped.returncode == 0, stopped.stderr
+    assert [s for s, _ in node_lines(stopped.stdout).values()] == ["up", "up", "DOWN"]
+
+
+def test_stop_leaves_nothing_running(started: Said, state: Path) -> None:
+    cluster = re.search(r"^cluster\s+(\S+):", started.stdout, re.M)
+    data = re.search(r"^data\s+(\S+)", started.stdout, re.M)
+    assert cluster and data
+    stopped = flowdeck(state, "stop")
+    assert stopped.returncode == 0, stopped.stderr
+    assert f"stopped {cluster.group(1)}" in stopped.stdout
+    assert cluster_vms(cluster.group(1)) == []
+    assert not Path(data.group(1)).exists() and not state.exists()
+    assert flowdeck(state, "status").returncode == 1

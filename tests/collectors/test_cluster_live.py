@@ -1,0 +1,301 @@
+"""A private 3-node cluster as a cockpit or `flowdeck run` holds one (through a Provisioner,
+in another process): every node's figures in one management sample, queues' leaders and
+members, a killed node shown down, and the cluster gone with its owner.
+
+One cluster for the module (a start costs tens of seconds on 2 cores); the tests run in
+file order on it, the node kill and the owner's death last.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psutil
+import pytest
+
+from flowdeck.collectors import (
+    BrokerSample,
+    LocalCluster,
+    ManagementCollector,
+    PrometheusServer,
+    registered_nodes,
+)
+from flowdeck.collectors.local_broker import CLUSTER_SCHEDULERS
+from flowdeck.collectors.prometheus import PrometheusCollector
+from tests.collectors.conftest import wait_for
+from tests.private_nodes import OwnedCluster, cluster_vms, owned_cluster
+
+pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]
+
+QUORUM = "flowdeck-cluster-quorum"
+MIRRORED = "flowdeck-cluster-mirrored"
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("runtime")
+
+
+@pytest.fixture(scope="module")
+def owned(registry: Path) -> Iterator[OwnedCluster]:
+    began = time.monotonic()
+    held = owned_cluster(3, {**os.environ, "FLOWDECK_RUNTIME_DIR": str(registry)})
+    print(f"\nprivate cluster {held.cluster.name} ready in {time.monotonic() - began:.1f} s")
+    yield held
+    held.discard()
+
+
+@pytest.fixture(scope="module")
+def cluster(owned: OwnedCluster) -> LocalCluster:
+    return owned.cluster
+
+
+def api(cluster: LocalCluster, number: int = 1) -> httpx.Client:
+    return httpx.Client(
+        base_url=cluster.nodes[number - 1].management_url, auth=("guest", "guest"), timeout=10
+    )
+
+
+async def sample_when(
+    cluster: LocalCluster, ready: Any, *, limit: float = 30.0
+) -> tuple[BrokerSample, float]:
+    """Poll the first node's management API until ``ready(sample)``; the last sample."""
+    collector = ManagementCollector(
+        cluster.nodes[0].management_url,
+        username="guest",
+        password="guest",
+        statistics_interval=1.0,
+        queue_names=[QUORUM, MIRRORED],
+    )
+    last: list[BrokerSample] = []
+
+    async def poll() -> bool:
+        sample = await collector.sample()
+        last[:] = [sample]
+        return not sample.stale and bool(ready(sample))
+
+    try:
+        _, took = await wait_for(poll, limit=limit, every=0.5)
+    finally:
+        await collector.aclose()
+    return last[0], took
+
+
+def test_three_nodes_joined_and_registered_with_their_cluster(
+    cluster: LocalCluster, registry: Path
+) -> None:
+    addresses = cluster.addresses
+    assert len(addresses) == 3
+    assert len({a.amqp_uri for a in addresses}) == 3
+    assert len({a.management_url for a in addresses}) == 3
+    assert len({a.prometheus_port for a in addresses}) == 3
+    with api(cluster, 2) as node2:
+        listed = node2.get("/api/nodes", params={"columns": "name,running"}).json()
+    assert {(n["name"], n["running"]) for n in listed} == {(a.nodename, True) for a in addresses}
+    entries = registered_nodes(registry)
+    assert {e.nodename for e in entries} == {a.nodename for a in addresses}
+    assert {e.cluster for e in entries} == {cluster.name}
+    # modest schedulers: two per node whatever the machine
+    for node in cluster.nodes:
+        beam = node.beam_pid()
+        assert beam is not None
+        arguments = psutil.Process(beam).cmdline()
+        assert arguments[arguments.index("-S") + 1] == CLUSTER_SCHEDULERS == "2:2"
+
+
+async def test_a_sample_has_every_nodes_figures(cluster: LocalCluster) -> None:
+    sample, took = await sample_when(
+        cluster,
+        # a node that joined moments ago lists its figures as 0 until its first statistics
+        lambda s: len(s.nodes) == 3 and all(n.mem_used and n.disk_free for n in s.nodes),
+    )
+    print(f"\nall three nodes' figures after {took:.1f} s")
+    assert {n.name for n in sample.nodes} == {a.nodename for a in cluster.addresses}
+    for node in sample.nodes:
+        assert node.running and not node.mem_alarm and not node.disk_alarm
+        assert node.mem_used and node.mem_limit and node.mem_used < node.mem_limit
+        assert node.disk_free and node.disk_free_limit
+        assert node.fd_used and node.fd_total and node.sockets_total
+        assert node.sockets_used is not None
+        assert node.partitions == ()
+    assert sample.nodes_down == () and not sample.partitioned
+
+
+async def test_queues_show_their_leader_and_members(cluster: LocalCluster) -> None:
+    with api(cluster) as node1:
+        policy = {
+            "pattern": f"^{MIRRORED}$",
+            "definition": {"ha-mode": "exactly", "ha-params": 2, "ha-sync-mode": "automatic"},
+            "apply-to": "queues",
+        }
+        assert node1.put("/api/policies/%2F/flowdeck-mirror", json=policy).is_success
+        quorum = {"durable": True, "arguments": {"x-queue-type": "quorum"}}
+        assert node1.put(f"/api/queues/%2F/{QUORUM}", json=quorum).is_success
+        assert node1.put(f"/api/queues/%2F/{MIRRORED}", json={"durable": True}).is_success
+
+    def placed(sample: BrokerSample) -> bool:
+        queues = {q.name: q for q in sample.queues}
+        return (
+            QUORUM in queues
+            and len(queues[QUORUM].online) == 3
+            and MIRRORED in queues
+            and len(queues[MIRRORED].synchronised) == 1
+        )
+
+    sample, took = await sample_when(cluster, placed)
+    print(f"\nleaders and members after {took:.1f} s")
+    queues = {q.name: q for q in sample.queues}
+    names = {a.nodename for a in cluster.addresses}
+    quorum_queue = queues[QUORUM]
+    assert quorum_queue.type == "quorum"
+    assert quorum_queue.leader in names
+    assert set(quorum_queue.members) == names and quorum_queue.members[0] == quorum_queue.leader
+    assert len(quorum_queue.mirrors) == 2
+    mirrored = queues[MIRRORED]
+    assert mirrored.type == "classic" and mirrored.leader in names
+    assert len(mirrored.members) == 2 and mirrored.members[0] == mirrored.leader
+    assert mirrored.synchronised == mirrored.mirrors
+
+
+async def test_prometheus_reads_each_nodes_raft_figures(cluster: LocalCluster) -> None:
+    targets = [f"127.0.0.1:{a.prometheus_port}" for a in cluster.addresses]
+    with PrometheusServer(targets, scrape_interval=1.0) as server:
+        server.wait_scraped(timeout=30)
+        collector = PrometheusCollector(server.url, queue_names=[QUORUM])
+        try:
+
+            async def three_nodes() -> BrokerSample | None:
+                sample = await collector.sample()
+                with_raft = [n for n in sample.nodes if n.raft_term_total is not None]
+                return sample if len(with_raft) == 3 else None
+
+            sample, _ = await wait_for(three_nodes, limit=20)
+        finally:
+            await collector.aclose()
+    assert sample is not None, "Prometheus did not give three nodes' Raft figures"
+    # every node holds a member of the quorum queue: each has a term, the leader's >= 1
+    assert all((n.raft_term_total or 0) >= 1 for n in sample.nodes)
+    assert all(n.raft_commit_latency is not None for n in sample.nodes)
+
+
+async def test_a_quorum_run_spread_over_the_nodes_loses_nothing_when_a_node_is_killed(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The seed's set-up and the demo everyone asks for: clients round-robin over three
+    nodes, quorum queues of three members, persistent messages with confirms; one node is
+    SIGKILLed mid-run; its clients reconnect to the others and no confirmed message is lost.
+    """
+    from flowdeck.collectors import Broker
+    from flowdeck.engine.controller import Controller
+    from flowdeck.engine.events import EventKind, RunEvent
+    from flowdeck.engine.spec import RunSpec
+
+    spec = RunSpec(
+        name="cluster-drill",
+        queues=3,
+        queue_type="quorum",
+        quorum_size=3,
+        queue_pattern="flowdeck-drill-%d",
+        publishers=3,
+        consumers=3,
+        rate=200.0,
+        inflight=50,
+        prefetch=200,
+        persistent=True,
+        confirms=True,
+        duration=14.0,
+        workers=0,
+    )
+    broker = Broker.parse(
+        cluster.uris, management_url=cluster.nodes[0].management_url, statistics_interval=1.0
+    )
+    controller = Controller(
+        spec, broker=broker, sessions_root=tmp_path, drain_seconds=8, cleanup=True
+    )
+    events: list[RunEvent] = []
+    controller.add_listener(lambda u: events.append(u) if isinstance(u, RunEvent) else None)
+    await controller.start()
+    victim = cluster.nodes[2]
+
+    async def spread() -> dict[str, int] | None:
+        with api(cluster) as node1:
+            listed = node1.get(
+                "/api/connections", params={"columns": "user_provided_name,node"}
+            ).json()
+        per_node: dict[str, int] = {}
+        for connection in listed:
+            if "cluster-drill" in str(connection.get("user_provided_name", "")):
+                per_node[connection["node"]] = per_node.get(connection["node"], 0) + 1
+        return per_node if sum(per_node.values()) == 6 else None
+
+    per_node, _ = await wait_for(spread, limit=20, every=0.5)
+    print(f"\nclients per node: {per_node}")
+    assert per_node == {a.nodename: 2 for a in cluster.addresses}  # round-robin, 2 each
+    victim.kill()
+    killed_at = time.time()
+    summary = await controller.wait()
+    safety = summary.safety
+    print(
+        f"published {safety.published}, confirmed {safety.confirmed}, consumed "
+        f"{safety.consumed}, unconfirmed {safety.unconfirmed}, lost {safety.lost}"
+    )
+    assert summary.outcome == "completed", summary.stop_reason
+    assert safety.lost == 0
+    # at least once: what the dead node's consumer had not acked comes again, no more
+    assert safety.duplicates <= safety.redelivered
+    # in flight on the dead node's publisher (one of three) stays unconfirmed, no more
+    assert safety.unconfirmed <= spec.inflight
+    assert safety.confirmed > 0 and safety.published >= safety.confirmed
+    outages = [e for e in events if e.kind is EventKind.OUTAGE_ENDED and e.at >= killed_at]
+    assert outages and all(e.detail["recovered"] for e in outages), [e.message for e in events]
+    print("outage:", "; ".join(e.message for e in outages))
+
+
+async def test_a_killed_node_is_down_and_the_quorum_queue_carries_on(
+    cluster: LocalCluster,
+) -> None:
+    victim = cluster.nodes[2]  # killed in the run above
+    began = time.monotonic()
+    if victim.running:
+        victim.kill()
+    assert not victim.running
+
+    def seen_down(sample: BrokerSample) -> bool:
+        queues = {q.name: q for q in sample.queues}
+        return sample.nodes_down == (victim.nodename,) and QUORUM in queues
+
+    sample, _ = await sample_when(cluster, seen_down)
+    print(f"\n{victim.nodename} shown down {time.monotonic() - began:.1f} s after SIGKILL")
+    nodes = {n.name: n for n in sample.nodes}
+    assert not nodes[victim.nodename].running
+    assert nodes[victim.nodename].mem_used is None
+    up = [n for n in sample.nodes if n.name != victim.nodename]
+    assert all(n.running and n.mem_used for n in up)
+    quorum_queue = next(q for q in sample.queues if q.name == QUORUM)
+    assert len(quorum_queue.members) == 3
+    assert victim.nodename not in quorum_queue.online
+    assert quorum_queue.leader in {n.name for n in up}
+
+
+def test_the_cluster_dies_with_its_owner(
+    owned: OwnedCluster, cluster: LocalCluster, registry: Path
+) -> None:
+    assert len(cluster_vms(cluster.name)) == 2  # the killed node stays down
+    began = time.monotonic()
+    os.kill(owned.owner.pid, signal.SIGKILL)
+    owned.owner.wait(10)
+    while cluster_vms(cluster.name) and time.monotonic() - began < 30:
+        time.sleep(0.2)
+    gone_in = time.monotonic() - began
+    print(f"\nevery node's VM gone {gone_in:.1f} s after kill -9 of the owner")
+    assert cluster_vms(cluster.name) == []
+    while cluster.base_dir.exists() and time.monotonic() - began < 30:
+        time.sleep(0.2)
+    assert not cluster.base_dir.exists()
+    assert registered_nodes(registry) == []
