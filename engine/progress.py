@@ -6,13 +6,29 @@ RunEvent), so both show the same figures.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowdeck.engine.change import Change
 from flowdeck.engine.latency import LatencyKind, SendBasis
-from flowdeck.engine.snapshot import Counters, Settings
+from flowdeck.engine.snapshot import ActiveTimes, Counters, Settings
+
+if TYPE_CHECKING:
+    from flowdeck.engine.phase_figures import PhaseFigures
+    from flowdeck.engine.thresholds import ThresholdResult
+
+#: What every "msg/s" of a run's summary means; said wherever one is shown or written.
+RATE_MEANING = (
+    "mean msg/s = messages / the clients' own active time: published / first to last send, "
+    "confirmed / first send to last confirm, consumed / first to last delivery"
+)
+
+
+def mean_rate(count: int, seconds: float) -> float:
+    """``count`` messages over ``seconds`` of activity; 0 when there was no span (nothing,
+    or everything in one burst)."""
+    return count / seconds if seconds > 0 else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +86,9 @@ class Tick:
     next_step_at: float | None = None  # elapsed seconds of the next schedule step
     next_step: Change | None = None
     workers: int = 0
+    #: The run second this tick closes (1, 2, ...): what a progress line is named by. 0 for
+    #: the closing tick and for ticks read back from a recording.
+    second: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,7 +126,8 @@ class RunSummary:
     outcome: str
     stop_reason: str
     safety: DataSafety
-    publish_rate: float  # mean msg/s over the run
+    #: Mean msg/s, each over its own active time (see RATE_MEANING and ``active``).
+    publish_rate: float
     confirm_rate: float
     consume_rate: float
     latency: Mapping[tuple[LatencyKind, SendBasis], Percentiles] = field(default_factory=dict)
@@ -115,6 +135,10 @@ class RunSummary:
     session_dir: str | None = None
     recording_error: str = ""
     errors: tuple[str, ...] = ()
+    #: When the workers really sent, got confirms and consumed: the rates' denominators.
+    active: ActiveTimes = field(default_factory=ActiveTimes)
+    #: The spec's target publish rate at the start, msg/s (0 = no rate limit).
+    target_rate: float = 0.0
 
     @property
     def duration(self) -> float:
@@ -129,9 +153,14 @@ class RunSummary:
             "outcome": self.outcome,
             "stop_reason": self.stop_reason,
             "safety": self.safety.to_json(),
+            "target_rate": self.target_rate,
             "publish_rate": self.publish_rate,
             "confirm_rate": self.confirm_rate,
             "consume_rate": self.consume_rate,
+            "publish_seconds": round(self.active.publish_seconds, 6),
+            "confirm_seconds": round(self.active.confirm_seconds, 6),
+            "consume_seconds": round(self.active.consume_seconds, 6),
+            "rate_meaning": RATE_MEANING,
             "latency_ms": {
                 f"{kind.value}_{basis.value}": asdict(p)
                 for (kind, basis), p in self.latency.items()
@@ -141,3 +170,21 @@ class RunSummary:
             "recording_error": self.recording_error,
             "errors": list(self.errors),
         }
+
+
+def summary_document(
+    summary: RunSummary,
+    spec: Mapping[str, Any],
+    phases: Sequence[PhaseFigures],
+    thresholds: Sequence[ThresholdResult],
+) -> dict[str, Any]:
+    """The JSON summary a script reads: the summary, the spec as it ran (``spec`` must be
+    redacted: ``RunSpec.redacted()``), the per-phase table with the report's figures, and
+    every threshold's result (``thresholds_passed`` false when one failed)."""
+    return {
+        **summary.to_json(),
+        "spec": dict(spec),
+        "phase_table": [phase.to_json() for phase in phases],
+        "thresholds": [result.to_json() for result in thresholds],
+        "thresholds_passed": all(result.passed for result in thresholds),
+    }

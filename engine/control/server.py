@@ -1,0 +1,549 @@
+"""The control endpoint of a run: HTTP JSON on the controller's own loop, as one more sink.
+
+Everything outside the process that watches or steers a run goes through here:
+``flowdeck steer``, ``flowdeck attach``, a CI script with curl. The server follows the
+run like the recorder and the cockpit do (it is a :class:`~flowdeck.engine.sinks.Sink`):
+it keeps the last tick and broker sample for ``/status`` and fans ticks, events, broker
+samples and the summary out to every ``/stream`` client. A change posted to ``/changes``
+is parsed by the cockpit's own parser and asked of the controller like a key press; the
+answer waits (a bounded time) for the controller's ``change_applied`` event and says how
+long the change took to be in force in every worker.
+
+Every request needs the run's token (``Authorization: Bearer``); every refusal is a 4xx
+with a one-line JSON ``{"error": ...}``; a handler that breaks answers 500 and becomes an
+error event of the run, never the end of it. The server binds 127.0.0.1 on a free port
+unless told otherwise (see ``address.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import math
+import os
+import re
+import secrets
+import socket
+import ssl
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from importlib import metadata
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.change import parse_change
+from flowdeck.engine.control.address import ControlAddress
+from flowdeck.engine.control.openapi import (
+    DEFAULT_WAIT_SECONDS,
+    MAX_CHANGE_LENGTH,
+    MAX_WAIT_SECONDS,
+    openapi_description,
+)
+from flowdeck.engine.control.registry import RunEntry, process_started, register, unregister
+from flowdeck.engine.control.wire import (
+    broker_sample_to_json,
+    pending_to_json,
+    settings_to_json,
+    tick_to_json,
+)
+from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.progress import RunSummary, Tick
+from flowdeck.engine.sinks import NullSink, RunStarted
+
+if TYPE_CHECKING:
+    from flowdeck.engine.controller import Controller
+
+log = logging.getLogger(__name__)
+
+#: Ticks kept for a stream client that joins late (a cockpit's charts), and events.
+TICK_BACKLOG = 600
+EVENT_BACKLOG = 500
+#: Updates queued for one stream client before it counts as gone (it may reconnect).
+STREAM_QUEUE = 2_000
+#: Seconds between keep-alive comments on an idle stream.
+KEEPALIVE_SECONDS = 15.0
+#: Largest request body taken.
+MAX_BODY = 64 * 1024
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("flowdeck")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, default=str)
+
+
+def _error(status: int, message: str) -> web.Response:
+    """A refusal: the status and one line of JSON saying why."""
+    line = " ".join(str(message).split())
+    response = web.json_response({"error": line}, status=status, dumps=_dumps)
+    if status == 401:
+        response.headers["WWW-Authenticate"] = 'Bearer realm="flowdeck"'
+    return response
+
+
+class _Refused(Exception):
+    """A request that cannot be served as asked: its status and the one-line reason."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _sse(kind: str, payload: Any) -> bytes:
+    return f"event: {kind}\ndata: {_dumps(payload)}\n\n".encode()
+
+
+class ControlServer(NullSink):
+    """A run's control endpoint; see the module docstring.
+
+    ``start`` binds it (call it on the controller's loop; before ``Controller.start`` a
+    taken port is an error before any load). Added as a sink without being started, it
+    starts itself when the run starts and closes when it ends (the cockpit's runs).
+    """
+
+    def __init__(
+        self,
+        controller: Controller,
+        *,
+        address: ControlAddress | None = None,
+        tls: ssl.SSLContext | None = None,
+        token: str | None = None,
+        runs_dir: Path | None = None,
+    ) -> None:
+        self.controller = controller
+        self.address = address or ControlAddress()
+        self.token = token or new_token()
+        self._tls = tls
+        self._runs_dir = runs_dir
+        self._runner: web.AppRunner | None = None
+        self._starting: asyncio.Task[None] | None = None
+        self._autostarted = False
+        self._port = self.address.port
+        self._entry_paths: list[Path] = []
+        self.entry: RunEntry | None = None
+        self._run_id = ""
+        self._ticks: deque[Tick] = deque(maxlen=TICK_BACKLOG)
+        self._broker: BrokerSample | None = None
+        self._summary: RunSummary | None = None
+        self._phase: dict[str, Any] = {"index": 0, "label": "start"}
+        self._requested: dict[int, str] = {}
+        self._applied: dict[int, RunEvent] = {}
+        self._waiters: dict[int, list[asyncio.Future[RunEvent]]] = {}
+        self._subscribers: set[asyncio.Queue[bytes | None]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lifetime ------------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The endpoint's base URL, for clients on this host (after :meth:`start`)."""
+        host = self.address.host
+        if host in ("0.0.0.0", ""):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        host = f"[{host}]" if ":" in host else host
+        return f"{'https' if self._tls else 'http'}://{host}:{self._port}"
+
+    @property
+    def serving(self) -> bool:
+        return self._runner is not None
+
+    async def start(self) -> None:
+        """Listen; raises FlowdeckError (one line) when the address cannot be bound."""
+        if self._starting is None:
+            self._starting = asyncio.ensure_future(self._listen())
+        await asyncio.shield(self._starting)
+
+    async def _listen(self) -> None:
+        family = socket.AF_INET6 if ":" in self.address.host else socket.AF_INET
+        try:
+            sock = socket.create_server((self.address.host, self.address.port), family=family)
+        except OSError as exc:
+            raise FlowdeckError(
+                f"cannot serve the control endpoint on {self.address}: "
+                f"{exc.strerror or exc}; pick another --control address"
+            ) from None
+        self._port = int(sock.getsockname()[1])
+        app = web.Application(middlewares=[self._guard], client_max_size=MAX_BODY)
+        app.router.add_get("/status", self._status)
+        app.router.add_post("/changes", self._post_change)
+        app.router.add_get("/changes/{change_id}", self._change_state)
+        app.router.add_get("/stream", self._stream)
+        app.router.add_post("/stop", self._stop)
+        app.router.add_post("/schedule/skip", self._skip_step)
+        app.router.add_post("/schedule/resume", self._resume_schedule)
+        app.router.add_get("/openapi.json", self._openapi)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await runner.setup()
+        site = web.SockSite(runner, sock, ssl_context=self._tls, shutdown_timeout=1.0)
+        await site.start()
+        self._runner = runner
+        if self.controller.started_at:
+            self._register()
+
+    async def close(self) -> None:
+        """End every stream (after what is queued), stop listening, remove the files."""
+        unregister(self._entry_paths)
+        self._entry_paths = []
+        for queue in list(self._subscribers):
+            self._offer(queue, None)
+        if self._starting is not None and not self._starting.done():
+            with contextlib.suppress(Exception):
+                await self._starting
+        runner, self._runner = self._runner, None
+        if runner is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(runner.cleanup(), 5.0)
+
+    def _spawn(self, work: Awaitable[Any], what: str) -> None:
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception as exc:
+                self._trouble(f"control endpoint: {what} failed: {exc}")
+
+        task = asyncio.ensure_future(guarded())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _trouble(self, message: str) -> None:
+        log.error("%s", message)
+        with contextlib.suppress(Exception):
+            self.controller.report_event(EventKind.ERROR, message)
+
+    def _register(self) -> None:
+        """Write where steer/attach find this run (once the run has its session)."""
+        if self._entry_paths or self._runner is None:
+            return
+        session = self.controller.session_dir
+        pid = os.getpid()
+        slug = re.sub(r"[^a-z0-9]+", "-", self.controller.spec.name.lower()).strip("-") or "run"
+        self._run_id = session.name if session is not None else f"{slug}-{pid}"
+        self.entry = RunEntry(
+            run_id=self._run_id,
+            name=self.controller.spec.name,
+            started=self.controller.started_at or time.time(),
+            url=self.url,
+            token=self.token,
+            pid=pid,
+            pid_started=process_started(pid) or 0.0,
+            session_dir=str(session) if session is not None else None,
+        )
+        try:
+            self._entry_paths = register(self.entry, self._runs_dir)
+        except FlowdeckError as exc:
+            self._trouble(f"control endpoint at {self.url} not listed: {exc}")
+
+    # -- as a sink of the run ------------------------------------------------------------
+
+    def on_start(self, run: RunStarted) -> None:
+        if self._runner is not None:
+            self._register()
+        elif self._starting is None:
+            self._autostarted = True
+            self._spawn(self.start(), "start")
+
+    def on_tick(self, tick: Tick) -> None:
+        self._ticks.append(tick)
+        self._fan_out(_sse("tick", tick_to_json(tick)))
+
+    def on_event(self, event: RunEvent) -> None:
+        if event.kind is EventKind.PHASE:
+            self._phase = {
+                "index": event.detail.get("index", 0),
+                "label": event.detail.get("label", ""),
+            }
+        elif event.kind is EventKind.CHANGE_REQUESTED and event.change_id is not None:
+            self._requested[event.change_id] = str(event.detail.get("change", ""))
+        elif event.kind is EventKind.CHANGE_APPLIED and event.change_id is not None:
+            self._applied[event.change_id] = event
+            for waiter in self._waiters.pop(event.change_id, []):
+                if not waiter.done():
+                    waiter.set_result(event)
+        self._fan_out(_sse("event", event.to_json()))
+
+    def on_broker_sample(self, sample: BrokerSample) -> None:
+        self._broker = sample
+        self._fan_out(_sse("broker", broker_sample_to_json(sample)))
+
+    def on_finish(self, summary: RunSummary) -> None:
+        self._summary = summary
+        self._fan_out(_sse("summary", summary.to_json()))
+        for queue in list(self._subscribers):
+            self._offer(queue, None)
+        if self._autostarted:
+            self._spawn(self.close(), "close")
+
+    def _fan_out(self, message: bytes) -> None:
+        for queue in list(self._subscribers):
+            self._offer(queue, message)
+
+    def _offer(self, queue: asyncio.Queue[bytes | None], message: bytes | None) -> None:
+        """Queue one update for a stream client; one that fell too far behind is ended
+        (it reconnects and starts again from the status)."""
+        try:
+            queue.put_nowait(message)
+        except asyncio.QueueFull:
+            self._subscribers.discard(queue)
+            while not queue.empty():
+                queue.get_nowait()
+            queue.put_nowait(None)
+
+    # -- what the run is now ---------------------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        controller = self.controller
+        if controller.summary is not None:
+            return "ended"
+        if controller.running:
+            return "running"
+        return "stopping" if controller.started_at else "starting"
+
+    def status(self) -> dict[str, Any]:
+        controller = self.controller
+        spec = controller.spec
+        next_step = controller.next_step
+        tick = self._ticks[-1] if self._ticks else None
+        session = controller.session_dir
+        return {
+            "run_id": self._run_id,
+            "name": spec.name,
+            "state": self.state,
+            "started_at": controller.started_at or None,
+            "session_dir": str(session) if session is not None else None,
+            "spec": spec.redacted(),
+            "settings": {
+                "in_force": settings_to_json(controller.settings),
+                "requested": settings_to_json(controller.requested_settings),
+            },
+            "pending": [pending_to_json(p) for p in controller.pending],
+            "phase": dict(self._phase),
+            "schedule": {
+                "steps": len(spec.schedule),
+                "held": controller.schedule_held,
+                "next": (
+                    {"at": next_step.at, "change": next_step.change.describe()}
+                    if next_step is not None
+                    else None
+                ),
+            },
+            "tick": tick_to_json(tick) if tick is not None else None,
+            "broker": broker_sample_to_json(self._broker) if self._broker is not None else None,
+            "summary": self._summary.to_json() if self._summary is not None else None,
+        }
+
+    def change_state(self, change_id: int) -> dict[str, Any] | None:
+        """A change's state as the API answers it; None for an id the run never had."""
+        applied = self._applied.get(change_id)
+        if applied is not None:
+            delay = float(applied.detail.get("delay_s", 0.0))
+            return {
+                "id": change_id,
+                "change": str(applied.detail.get("change", self._requested.get(change_id, ""))),
+                "in_force": True,
+                "in_force_after_ms": round(delay * 1000),
+                "message": applied.message,
+            }
+        for pending in self.controller.pending:
+            if pending.change_id == change_id:
+                return {
+                    "id": change_id,
+                    "change": pending.change.describe(),
+                    "in_force": False,
+                    "workers_done": pending.workers_done,
+                    "workers_total": pending.workers_total,
+                }
+        if change_id in self._requested:
+            return {"id": change_id, "change": self._requested[change_id], "in_force": False}
+        return None
+
+    # -- HTTP ------------------------------------------------------------------------------
+
+    @web.middleware
+    async def _guard(
+        self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        """The token first, then the handler; every refusal and failure as one JSON line."""
+        given = request.headers.get("Authorization", "")
+        scheme, _, token = given.partition(" ")
+        if not given:
+            return _error(401, "this endpoint needs the run's token: Authorization: Bearer TOKEN")
+        if scheme.lower() != "bearer" or not secrets.compare_digest(
+            token.strip().encode(), self.token.encode()
+        ):
+            return _error(401, "wrong token for this run")
+        try:
+            return await handler(request)
+        except _Refused as exc:
+            return _error(exc.status, exc.message)
+        except web.HTTPException as exc:
+            if exc.status < 400:
+                raise
+            reason = "no such endpoint" if exc.status == 404 else exc.reason.lower()
+            return _error(
+                exc.status, f"{request.method} {request.path}: {reason}; see /openapi.json"
+            )
+        except (asyncio.CancelledError, ConnectionError):
+            raise
+        except Exception as exc:
+            log.exception("control endpoint: %s %s failed", request.method, request.path)
+            self._trouble(f"control endpoint: {request.method} {request.path} failed: {exc!r}")
+            return _error(500, f"the control endpoint failed on this request: {exc!r}")
+
+    async def _openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(openapi_description(_version()))
+
+    async def _status(self, request: web.Request) -> web.Response:
+        return web.json_response(self.status(), dumps=_dumps)
+
+    async def _json_body(self, request: web.Request) -> Any:
+        raw = await request.read()
+        if not raw.strip():
+            return {}
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError):
+            raise _Refused(
+                400, 'the body is not JSON; send e.g. {"change": "inflight=200"}'
+            ) from None
+
+    async def _post_change(self, request: web.Request) -> web.Response:
+        wait = self._wait_of(request)
+        body = await self._json_body(request)
+        text = body.get("change") if isinstance(body, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            raise _Refused(400, 'the body needs a change, e.g. {"change": "inflight=200"}')
+        if len(text) > MAX_CHANGE_LENGTH:
+            raise _Refused(400, f"a change is at most {MAX_CHANGE_LENGTH} characters")
+        try:
+            change = parse_change(text)
+            if self.state != "running":
+                raise _Refused(409, f"the run is {self.state}: changes apply only while it runs")
+            change_id = self.controller.request(change, source="api")
+        except SpecError as exc:
+            raise _Refused(400, exc.message) from None
+        except FlowdeckError as exc:
+            raise _Refused(409, str(exc)) from None
+        applied = await self._applied_within(change_id, wait)
+        state = self.change_state(change_id) or {
+            "id": change_id,
+            "change": change.describe(),
+            "in_force": False,
+        }
+        return web.json_response(state, status=200 if applied else 202, dumps=_dumps)
+
+    def _wait_of(self, request: web.Request) -> float:
+        raw = request.query.get("wait")
+        if raw is None:
+            return DEFAULT_WAIT_SECONDS
+        try:
+            wait = float(raw)
+        except ValueError:
+            wait = math.nan
+        if not 0 <= wait <= MAX_WAIT_SECONDS:
+            raise _Refused(400, f"wait must be 0..{MAX_WAIT_SECONDS:g} seconds, got {raw!r}")
+        return wait
+
+    async def _applied_within(self, change_id: int, wait: float) -> bool:
+        if change_id in self._applied:
+            return True
+        if wait <= 0:
+            return False
+        waiter: asyncio.Future[RunEvent] = asyncio.get_running_loop().create_future()
+        self._waiters.setdefault(change_id, []).append(waiter)
+        try:
+            await asyncio.wait_for(asyncio.shield(waiter), wait)
+        except TimeoutError:
+            return False
+        finally:
+            waiters = self._waiters.get(change_id, [])
+            if waiter in waiters:
+                waiters.remove(waiter)
+        return True
+
+    async def _change_state(self, request: web.Request) -> web.Response:
+        raw = request.match_info["change_id"]
+        if not raw.isdigit():
+            raise _Refused(400, f"a change id is a whole number, got {raw!r}")
+        state = self.change_state(int(raw))
+        if state is None:
+            raise _Refused(404, f"this run has no change #{raw}")
+        return web.json_response(state, dumps=_dumps)
+
+    async def _stop(self, request: web.Request) -> web.Response:
+        if self.state != "running":
+            raise _Refused(409, f"the run is {self.state}; there is nothing to stop")
+        self._spawn(self.controller.stop("stopped through the control endpoint"), "stop")
+        return web.json_response({"state": "stopping"}, status=202)
+
+    async def _skip_step(self, request: web.Request) -> web.Response:
+        if self.state != "running":
+            raise _Refused(409, f"the run is {self.state}; its schedule is over")
+        try:
+            self.controller.skip_step()
+        except FlowdeckError as exc:
+            raise _Refused(409, str(exc)) from None
+        return web.json_response({"state": self.state})
+
+    async def _resume_schedule(self, request: web.Request) -> web.Response:
+        if self.state != "running":
+            raise _Refused(409, f"the run is {self.state}; its schedule is over")
+        try:
+            self.controller.resume_schedule()
+        except FlowdeckError as exc:
+            raise _Refused(409, str(exc)) from None
+        return web.json_response({"state": self.state})
+
+    async def _stream(self, request: web.Request) -> web.StreamResponse:
+        # What a late client needs first, taken with its subscription in one step so no
+        # update falls between the two.
+        backlog = [_sse("status", self.status())]
+        backlog += [_sse("event", e.to_json()) for e in self.controller.events[-EVENT_BACKLOG:]]
+        backlog += [_sse("tick", tick_to_json(t)) for t in self._ticks]
+        if self._broker is not None:
+            backlog.append(_sse("broker", broker_sample_to_json(self._broker)))
+        queue: asyncio.Queue[bytes | None] = asyncio.Queue(STREAM_QUEUE)
+        if self._summary is not None:
+            backlog.append(_sse("summary", self._summary.to_json()))
+            queue.put_nowait(None)
+        else:
+            self._subscribers.add(queue)
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        try:
+            await response.prepare(request)
+            await response.write(b"".join(backlog))
+            while True:
+                try:
+                    message = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    await response.write(b": keep-alive\n\n")
+                    continue
+                if message is None:
+                    break
+                await response.write(message)
+        except ConnectionError:
+            pass  # the client went away
+        finally:
+            self._subscribers.discard(queue)
+        return response
