@@ -1,0 +1,438 @@
+"""The autopilot's decisions, fed fake ticks, snapshots and broker polls: no broker, no loop."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field, replace
+
+import pytest
+
+from flowdeck.collectors.model import BrokerSample, QueueSample
+from flowdeck.engine.autotune import (
+    PLAIN_LADDER,
+    Autopilot,
+    Bounds,
+    Hold,
+    Search,
+    State,
+    Steadiness,
+    SteadyRule,
+    StepResult,
+    depth_between,
+    ladder,
+    variation,
+)
+from flowdeck.engine.change import Change
+from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LatencyKind, SendBasis, encode, new_histogram, record
+from flowdeck.engine.progress import Tick
+from flowdeck.engine.settings import Setting, apply_change
+from flowdeck.engine.sinks import RunStarted, Sink
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, settings_of
+from flowdeck.engine.spec import RunSpec
+from flowdeck.spark_reports.verdict import PhaseLoad, Verdict, ranked_throughput, recommend
+
+SETTINGS = Settings(inflight=1, prefetch=100, ack_every=1, rate=1000, publishers=1, consumers=1)
+
+
+# -- the ladder ----------------------------------------------------------------------------------
+
+
+def test_the_inflight_ladder_is_the_seeds_percentages_of_the_rate_and_below() -> None:
+    # 1% 2% 5% 10% 20% 50% 100% 200% of 1000, and 0.1% 0.2% 0.5% below them
+    assert ladder(Setting.INFLIGHT, SETTINGS) == (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
+    # benchmark #4: 60 msg/s per publisher -> 5% is 3, 10% is 6, 20% is 12, 100% is 60
+    bench4 = ladder(Setting.INFLIGHT, replace(SETTINGS, rate=60))
+    assert {3, 6, 12, 60, 120} <= set(bench4) and bench4[0] == 1
+
+
+def test_the_ack_ladder_stays_within_half_the_prefetch() -> None:
+    assert ladder(Setting.ACK_EVERY, replace(SETTINGS, prefetch=60)) == (1, 3, 6, 12, 30)
+    assert ladder(Setting.PREFETCH, replace(SETTINGS, rate=0)) == PLAIN_LADDER
+
+
+def test_only_the_three_sweep_settings_are_tuned() -> None:
+    with pytest.raises(SpecError, match="the autopilot tunes inflight, prefetch, ack_every"):
+        ladder(Setting.RATE, SETTINGS)
+
+
+# -- steady --------------------------------------------------------------------------------------
+
+
+def test_steady_needs_the_hold_and_a_flat_window() -> None:
+    rule = SteadyRule(min_hold_s=6, window=4, max_cv=0.10, max_trend=0.10, max_hold_s=20)
+    flat = [500.0, 505, 498, 502, 499, 501]
+    assert rule.check(flat[:5], held_s=5).hold is Hold.HOLDING
+    steady = rule.check(flat, held_s=6)
+    assert steady.hold is Hold.STEADY and "over the last 4 s" in steady.text
+    # a climb with little spread is a trend, not steady
+    climbing = [400.0, 420, 440, 460, 480, 500]
+    cv, trend = variation(climbing[-4:])
+    assert cv < 0.10 < trend
+    assert rule.check(climbing, held_s=6).hold is Hold.HOLDING
+    noisy = [100.0, 300, 120, 280] * 5
+    given_up = rule.check(noisy, held_s=20)
+    assert given_up.hold is Hold.UNSTEADY and given_up.text.startswith("not steady after 20 s")
+
+
+def test_nothing_flowing_is_steady_at_zero() -> None:
+    assert variation([0.0, 0.0, 0.0]) == (0.0, 0.0)
+    rule = SteadyRule.holding(3)
+    assert rule.max_hold_s == 9
+    assert rule.check([0.0] * 4, held_s=4).hold is Hold.STEADY
+
+
+def test_a_hold_longer_than_the_longest_is_refused() -> None:
+    with pytest.raises(SpecError, match="hold must be more than 0 s"):
+        SteadyRule(min_hold_s=30, max_hold_s=20)
+
+
+# -- the search ----------------------------------------------------------------------------------
+
+
+def step(
+    value: int,
+    consumed: float,
+    *,
+    target: float = 1000,
+    p99: float = 5.0,
+    depth_slope: float | None = 0.0,
+    backlog: int | None = 0,
+) -> StepResult:
+    """A judged step as the autopilot makes it (verdict from the report's rules)."""
+    load = PhaseLoad(
+        publish_rate=consumed,
+        consume_rate=consumed,
+        confirm_rate=consumed,
+        target_rate=target,
+        pending_confirms_mean=float(value),
+        inflight=value,
+        publishers=1,
+        blocked_s=0,
+        alarm_s=0,
+        depth_start=0.0,
+        depth_end=0.0 if not depth_slope else 10 * depth_slope,
+        depth_slope=depth_slope,
+    )
+    from flowdeck.spark_reports.verdict import judge
+
+    verdict, reason = judge(load)
+    point = ranked_throughput(value, consumed, target, p99, verdict, f"inflight={value}")
+    return StepResult(
+        value, value, 6, Steadiness(Hold.STEADY, "steady"), load, verdict, reason, point, p99,
+        backlog,
+    )  # fmt: skip
+
+
+def test_the_search_stops_two_steps_past_the_knee_and_picks_the_reports_value() -> None:
+    search = Search(Setting.INFLIGHT, (1, 2, 5, 10, 20, 50))
+    figures = {1: 220.0, 2: 430.0, 5: 990.0, 10: 1000.0, 20: 1001.0}
+    ended = None
+    while ended is None:
+        value = search.next_value()
+        assert value is not None
+        ended = search.add(step(value, figures[value]))
+    assert [s.value for s in search.steps] == [1, 2, 5, 10, 20]
+    assert ended.startswith("throughput stopped rising: 2 steps")
+    choice = search.choice()
+    assert choice.value == 5  # the smallest within 95% of the best
+    assert choice == recommend("inflight", [s.point for s in search.steps])
+
+
+def test_a_choice_judged_while_catching_up_moves_when_its_steady_phase_falls_short() -> None:
+    search = Search(Setting.INFLIGHT, (1, 2, 5, 10, 20, 50))
+    for value, consumed in ((1, 220.0), (2, 430.0), (5, 1300.0), (10, 1000.0), (20, 1001.0)):
+        search.add(step(value, consumed))
+    assert search.steps[2].point.catching_up and search.choice().value == 5
+    # left at 5 without the backlog it only makes 900 msg/s: the report sets the catch-up
+    # aside for that steady phase, so the choice moves to 10, which is held in turn
+    assert search.confirm(step(5, 900.0)) == 10
+    assert search.confirm(step(10, 1000.0)) is None
+    assert (
+        search.choice().value == 10 == recommend("inflight", [s.point for s in search.steps]).value
+    )
+
+
+def test_a_rise_beyond_the_tolerance_keeps_it_climbing() -> None:
+    search = Search(Setting.INFLIGHT, (1, 2, 5, 10))
+    assert search.add(step(1, 300, target=0)) is None
+    assert search.add(step(2, 310, target=0)) is None  # +3%: flat 1
+    assert search.add(step(5, 600, target=0)) is None  # +94%: flat again 0
+    assert search.flat == 0
+    assert search.add(step(10, 610, target=0)) == "the ladder ends at inflight=10"
+
+
+def test_an_overloaded_step_or_a_bound_ends_the_search() -> None:
+    overloaded = Search(Setting.INFLIGHT, (1, 2, 5))
+    assert overloaded.add(step(1, 500)) is None
+    ended = overloaded.add(step(2, 900, depth_slope=200.0))
+    assert ended is not None and "inflight=2 is overloaded (queue depth growing" in ended
+    assert overloaded.choice().value is None  # 500 of 900 is not within 95%; 2 overloaded
+
+    p99 = Search(Setting.INFLIGHT, (1, 2, 5), Bounds(max_p99_ms=50))
+    assert p99.add(step(1, 500, p99=20)) is None
+    ended = p99.add(step(2, 1000, p99=80))
+    assert ended == "inflight=2: e2e p99 80.00 ms is past the bound 50 ms"
+    assert p99.choice().value is None  # the only step within the p99 bound is far too slow
+
+    backlog = Search(Setting.INFLIGHT, (1, 2, 5), Bounds(max_backlog=1000))
+    ended = backlog.add(step(1, 500, backlog=5000))
+    assert ended == "inflight=1: backlog 5,000 messages is past the bound 1,000"
+
+
+def test_bounds_are_checked() -> None:
+    with pytest.raises(SpecError, match="p99 bound must be above 0 ms"):
+        Bounds(max_p99_ms=0)
+    with pytest.raises(SpecError, match="backlog bound must be 0 or more"):
+        Bounds(max_backlog=-1)
+
+
+# -- queue depth from broker polls ---------------------------------------------------------------
+
+
+def poll(at: float, ready: int, *, source: str = "management", stale: str = "") -> BrokerSample:
+    queue = QueueSample(name="q", vhost="/", type="quorum", ready=ready, unacked=0, consumers=1)
+    return BrokerSample(
+        source=source,  # type: ignore[arg-type]
+        taken_at=at,
+        figures_at=at,
+        statistics_interval=1.0,
+        queues=(queue,),
+        stale_reason=stale,
+    )
+
+
+def test_depth_is_the_least_squares_slope_of_fresh_polls_in_the_step() -> None:
+    polls = [poll(100 + i, 10 * i) for i in range(6)] + [poll(103.5, 999, stale="timeout")]
+    depth = depth_between(polls, begin=100.5, end=105)
+    assert (depth.start, depth.end, depth.last) == (10, 50, 50)
+    assert depth.slope == pytest.approx(10.0)
+    assert depth_between(polls, begin=104.5, end=105).slope is None  # one poll: no slope
+
+
+# -- driving a run (a fake one) ------------------------------------------------------------------
+
+
+E2E = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
+
+
+@dataclass
+class FakeRun:
+    """The controller's public surface: changes apply at once and open a phase."""
+
+    spec: RunSpec
+    started_at: float = 1000.0
+    running: bool = True
+    settings: Settings = field(init=False)
+    sinks: list[Sink] = field(default_factory=list)
+    changes: list[tuple[Change, str]] = field(default_factory=list)
+    events: list[RunEvent] = field(default_factory=list)
+    now: float = 1000.0
+    phase: int = 0
+
+    def __post_init__(self) -> None:
+        self.settings = settings_of(self.spec)
+
+    @property
+    def requested_settings(self) -> Settings:
+        return self.settings
+
+    def add_sink(self, sink: Sink) -> None:
+        self.sinks.append(sink)
+
+    def request(self, change: Change, source: str = "operator") -> int:
+        self.changes.append((change, source))
+        change_id = len(self.changes)
+        detail = {"source": source, "setting": change.setting.value, "change": change.describe()}
+        self.emit(RunEvent(self.now, EventKind.CHANGE_REQUESTED, "asked", change_id, detail))
+        self.settings = apply_change(self.settings, change)
+        self.phase += 1
+        label = {"index": self.phase, "label": change.describe()}
+        self.emit(RunEvent(self.now + 0.01, EventKind.PHASE, "phase", change_id, label))
+        return change_id
+
+    def report_event(self, kind: EventKind, message: str) -> RunEvent:
+        event = RunEvent(self.now, kind, message)
+        self.emit(event)
+        return event
+
+    def emit(self, event: RunEvent) -> None:
+        self.events.append(event)
+        for sink in list(self.sinks):
+            sink.on_event(event)
+
+    def said(self) -> list[str]:
+        return [e.message for e in self.events if e.kind is EventKind.INFO]
+
+
+class Knee:
+    """One publisher at 1000 msg/s whose window of ``inflight`` messages takes 5 ms a round
+    trip: msg/s = min(1000, inflight / 0.005); e2e latency 2 ms + 1 ms per message waiting."""
+
+    def __init__(self, run: FakeRun) -> None:
+        self.run = run
+        self.totals = Counters()
+        self.second = 0
+
+    def second_passes(self) -> None:
+        run = self.run
+        self.second += 1
+        run.now = run.started_at + self.second
+        inflight = run.settings.inflight
+        rate = min(1000, inflight / 0.005)
+        count = int(rate)
+        self.totals = self.totals + Counters(
+            published=count, confirmed=count, consumed=count, acked=count
+        )
+        histogram = new_histogram()
+        for _ in range(count):
+            record(histogram, 2000 + 1000 * inflight)
+        snapshot = ClientSnapshot(
+            worker=0,
+            at=run.now - 0.001,
+            interval=1.0,
+            counters=self.totals,
+            pending_confirms=inflight,
+            unacked=0,
+            connections=2,
+            blocked=0,
+            settings=run.settings,
+            target_rate=1000,
+            latency={E2E: encode(histogram)},
+        )
+        tick = Tick(
+            at=run.now,
+            elapsed=float(self.second),
+            duration=300,
+            target_rate=1000,
+            publish_rate=rate,
+            confirm_rate=rate,
+            consume_rate=rate,
+            nack_rate=0,
+            return_rate=0,
+            totals=self.totals,
+            pending_confirms=inflight,
+            unacked=0,
+            connections=2,
+            blocked=0,
+            settings=run.settings,
+        )
+        for sink in list(run.sinks):
+            sink.on_snapshot(snapshot)
+            sink.on_broker_sample(poll(run.now - 0.5, 0))
+            sink.on_tick(tick)
+
+
+def knee_run() -> FakeRun:
+    spec = RunSpec(rate=1000, inflight=1, publishers=1, consumers=1, uri="amqp://x")
+    return FakeRun(spec)
+
+
+def test_the_autopilot_steps_holds_judges_and_leaves_the_run_at_the_knee() -> None:
+    run = knee_run()
+    autopilot = Autopilot(run, "inflight", hold_s=3)
+    autopilot.on_start(RunStarted(run.spec, run.started_at, 0))
+    autopilot.attach()
+    knee = Knee(run)
+    for _ in range(60):
+        if not autopilot.active:
+            break
+        knee.second_passes()
+    assert autopilot.state is State.DONE
+    asked = [(c.value, source) for c, source in run.changes]
+    # 1: 200 msg/s, 2: 400, 5: 1000 (the knee), 10 and 20: no better, then back to 5
+    assert asked == [(1, "autotune"), (2, "autotune"), (5, "autotune"), (10, "autotune"),
+                     (20, "autotune"), (5, "autotune")]  # fmt: skip
+    assert autopilot.chosen == 5 and run.settings.inflight == 5
+    said = run.said()
+    assert said[0].startswith("autotune inflight: trying 1, 2, 5, 10, 20, 50,")
+    assert said[1].startswith("autotune step 1 inflight=1: 200.0 msg/s, e2e p99 3.00 ms")
+    assert "back-pressured; steady: cv 0.0%, trend 0.0% over the last 4 s" in said[1]
+    assert "autotune: confirming inflight=5, held like a step" in said
+    assert autopilot.search.confirmed == {5}
+    assert said[-1].startswith("autotune: inflight=5 chosen (msg/s 1,000.0, p99 7.00 ms): ")
+    assert "throughput stopped rising" in said[-1] and "recommended inflight=5" in said[-1]
+    # each step: held until 4 whole seconds after its change were steady (the second in
+    # which the change came is not the step's)
+    assert all(s.held_s == pytest.approx(4.99) for s in autopilot.search.steps)
+
+
+def test_a_p99_bound_stops_the_climb_and_the_choice_respects_it() -> None:
+    run = knee_run()
+    autopilot = Autopilot(run, Setting.INFLIGHT, hold_s=3, max_p99_ms=6.5)
+    autopilot.attach()
+    autopilot.on_start(RunStarted(run.spec, run.started_at, 0))
+    knee = Knee(run)
+    for _ in range(60):
+        if not autopilot.active:
+            break
+        knee.second_passes()
+    # 5 has p99 7 ms: past the bound; nothing within it comes near 1000 msg/s
+    assert [c.value for c, _ in run.changes] == [1, 2, 5, 1]
+    assert autopilot.chosen is None
+    ending = "autotune: no inflight met every condition (inflight=5: e2e p99 7.00 ms"
+    assert run.said()[-1].startswith(ending)
+    assert run.settings.inflight == 1  # back to where it was
+
+
+def test_an_operator_change_of_the_setting_stops_the_autopilot() -> None:
+    run = knee_run()
+    autopilot = Autopilot(run, "inflight", hold_s=3)
+    autopilot.attach()
+    knee = Knee(run)
+    for _ in range(6):
+        knee.second_passes()
+    run.request(Change(Setting.INFLIGHT, 40), "operator")
+    assert autopilot.state is State.STOPPED
+    assert run.said()[-1] == (
+        "autotune stopped: the operator set inflight=40: inflight stays at the value in force; "
+        "best so far inflight=1 (200.0 msg/s)"
+    )
+    knee.second_passes()
+    assert [c.value for c, _ in run.changes] == [1, 2, 40]
+
+
+def test_armed_before_the_run_it_begins_once_the_run_has_started() -> None:
+    run = knee_run()
+    run.running = False
+    autopilot = Autopilot(run, "prefetch")
+    autopilot.attach()
+    assert autopilot.state is State.ARMED and not run.changes
+
+    async def start() -> None:
+        run.running = True
+        run.emit(RunEvent(run.now, EventKind.RUN_STARTED, "run started"))
+        assert not run.changes  # not inside the controller's own start
+        await asyncio.sleep(0)
+
+    asyncio.run(start())
+    assert autopilot.state is State.SEARCHING
+    assert run.changes == [(Change(Setting.PREFETCH, 1), "autotune")]
+
+
+def test_a_refused_step_stops_it_with_the_reason() -> None:
+    run = knee_run()
+
+    def refuse(change: Change, source: str = "operator") -> int:
+        raise FlowdeckError("changes apply only while the run is running")
+
+    run.request = refuse  # type: ignore[method-assign]
+    autopilot = Autopilot(run, "inflight")
+    autopilot.attach()
+    assert autopilot.state is State.STOPPED
+    assert run.said()[-1] == (
+        "autotune stopped: inflight=1 was refused: changes apply only while the run is running"
+    )
+
+
+def test_a_run_that_ends_mid_search_says_the_best_so_far() -> None:
+    run = knee_run()
+    autopilot = Autopilot(run, "inflight", hold_s=3)
+    autopilot.attach()
+    knee = Knee(run)
+    for _ in range(10):
+        knee.second_passes()
+    autopilot.on_finish(None)  # type: ignore[arg-type]
+    assert run.said()[-1].startswith("autotune ended with the run: inflight stays")
+    assert Verdict.BACK_PRESSURED.value in run.said()[1]

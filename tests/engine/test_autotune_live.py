@@ -1,0 +1,100 @@
+"""The autopilot on the shared broker, at a clear knee, against the report of its session.
+
+One publisher at 500 msg/s into one quorum queue with persistent messages and confirms: the
+confirm round trip here is a few milliseconds, so an in-flight limit of 1 or 2 holds the
+publisher well under its target and 5 already lets it reach it; beyond, throughput is flat
+at the target. The autopilot climbs the ladder (1, 2, 5, 10, 25, ...), stops two steps past
+the knee and leaves the run at its choice; the Spark report over the recorded session must
+recommend the same value, since both judge the same phases by the same rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from flowdeck.collectors import Broker
+from flowdeck.engine.autotune import Autopilot, Hold, State, SteadyRule
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.events import EventKind
+from flowdeck.engine.spec import RunSpec
+from flowdeck.spark_reports.build import build_report
+
+pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(420)]
+
+#: Short holds keep the test near a minute; the steady rule is the autopilot's own.
+RULE = SteadyRule(min_hold_s=4, window=4, max_cv=0.15, max_trend=0.10, max_hold_s=10)
+#: Seconds the run goes on at the chosen value before it is stopped.
+FINAL_PHASE_S = 4.0
+
+
+async def tune(spec: RunSpec, sessions: Path, uri: str) -> tuple[Controller, Autopilot]:
+    controller = Controller(
+        spec, broker=Broker.parse(uri), sessions_root=sessions, drain_seconds=1, cleanup=True
+    )
+    autopilot = Autopilot(controller, "inflight", rule=RULE)
+    autopilot.attach()  # armed: begins as the run starts
+    await controller.start()
+    deadline = time.monotonic() + spec.duration
+    while autopilot.active and time.monotonic() < deadline:
+        await asyncio.sleep(0.2)
+    if not autopilot.active:
+        await asyncio.sleep(FINAL_PHASE_S)
+    await controller.stop("the autopilot is done")
+    return controller, autopilot
+
+
+def test_its_choice_at_a_clear_knee_is_the_reports_recommendation(
+    spark: Any, shared_uri: str, unique_name: str, tmp_path: Path
+) -> None:
+    spec = RunSpec(
+        name="autotune-knee",
+        queue_pattern=f"{unique_name}-%d",
+        queue_type="quorum",
+        queues=1,
+        publishers=1,
+        consumers=1,
+        rate=500,
+        inflight=1,
+        prefetch=100,
+        ack_every=1,
+        persistent=True,
+        confirms=True,
+        duration=80,  # a bound: the search takes 30-50 s here
+        workers=0,
+    )
+    controller, autopilot = asyncio.run(tune(spec, tmp_path / "sessions", shared_uri))
+    said = [e.message for e in controller.events if e.kind is EventKind.INFO]
+    assert autopilot.state is State.DONE, [e.message for e in controller.events]
+    steps = autopilot.search.steps
+    values = [s.value for s in steps]
+    assert values[:3] == [1, 2, 5], said
+    # A window of 1 holds the publisher under its target; a wider one reaches it and more
+    # adds nothing. Where the knee falls (2 or 5) moves with the round trip of the moment.
+    by_value = {s.value: s.point.throughput for s in steps}
+    assert by_value[1] < 0.95 * spec.target_rate <= max(by_value.values()), by_value
+    assert all(s.steadiness.hold in (Hold.STEADY, Hold.UNSTEADY) for s in steps)
+    chosen = autopilot.chosen
+    assert chosen is not None and chosen in values and chosen > 1
+    final = next(m for m in said if " chosen (msg/s " in m)
+    assert final.startswith(f"autotune: inflight={chosen} chosen (msg/s "), said
+    assert "throughput stopped rising" in final
+    assert controller.settings.inflight == chosen  # the run was left at it
+
+    # Every step is a phase of the session (the first one merges with the run's start, a
+    # fraction of a second before it: the report's phase boundaries merge within 0.5 s).
+    session = controller.session_dir
+    assert session is not None
+    report = build_report(spark, [str(session)], tmp_path / "report")
+    (figures,) = report.figures
+    sweep = next(sw for sw in figures.sweeps if sw.setting == "inflight")
+    assert {p.setting("inflight") for p in sweep.rows} == set(values)
+    labels = [p.phase.label for p in figures.phases]
+    assert all(f"inflight={value}" in labels for value in values[1:]), labels
+    assert sweep.recommendation.value == chosen, (said, sweep.recommendation.reasoning)
+    table = next(t for t in report.tables if t.name.endswith("-sweep-inflight"))
+    assert table.reasoning[-1].startswith(f"recommended inflight={chosen}")
