@@ -11,21 +11,21 @@ from pathlib import Path
 
 from pyspark.sql import SparkSession
 
-from flowdeck.spark_reports import charts
+from flowdeck.spark_reports import charts, compare
 from flowdeck.spark_reports.figures import (
+    SWEEP_SETTINGS,
     SessionFigures,
-    Sweep,
     broker_table,
     build_figures,
-    comparison_table,
+    faults_table,
     latency_table,
-    sessions_table,
     sweep_table,
     throughput_table,
 )
-from flowdeck.spark_reports.measure import Measurements, Row, measure
+from flowdeck.spark_reports.measure import Measurements, measure
 from flowdeck.spark_reports.render import Chart, Section, render, session_intro
 from flowdeck.spark_reports.sessions import open_sessions
+from flowdeck.spark_reports.stats import Row
 from flowdeck.spark_reports.tables import Table
 
 
@@ -40,6 +40,9 @@ class Report:
     seconds: float
     #: One line per session or part file left out because it does not read.
     skipped: tuple[str, ...] = ()
+    #: Seconds each stage took (reading sessions, Spark's reduction, figures, charts,
+    #: writing), for the benchmark and anyone asking where the time goes.
+    stages: tuple[tuple[str, float], ...] = ()
 
 
 def _group(rows: Sequence[Row]) -> dict[str, list[Row]]:
@@ -47,6 +50,22 @@ def _group(rows: Sequence[Row]) -> dict[str, list[Row]]:
     for row in rows:
         grouped[row["session"]].append(row)
     return grouped
+
+
+def _comparison_charts(all_figures: Sequence[SessionFigures]) -> list[Chart]:
+    """Per benchmark (runs putting the same load on the broker) and setting any of its
+    runs sweeps: msg/s and p99 per step, one line per run, as the seeds draw them."""
+    names = compare.run_names(all_figures)
+    result = []
+    for group in compare.benchmarks(all_figures):
+        if len(group) < 2:
+            continue
+        runs = [(names[i], all_figures[i]) for i in group]
+        for setting in SWEEP_SETTINGS:
+            if any(sw.setting == setting for _, f in runs for sw in f.sweeps):
+                title = f"{setting} per run"
+                result.append(Chart(title, charts.comparison_chart(runs, setting)))
+    return result
 
 
 def build_report(
@@ -59,9 +78,20 @@ def build_report(
 ) -> Report:
     """Read the sessions, compute every figure with Spark and write the report."""
     began = time.monotonic()
+    stages: list[tuple[str, float]] = []
+    clock = [began]
+
+    def stage(name: str) -> None:
+        now = time.monotonic()
+        stages.append((name, now - clock[0]))
+        clock[0] = now
+
     opened, skipped = open_sessions(spark, sessions)
+    stage("open sessions")
     measured: Measurements = measure(spark, opened)
+    stage("Spark")
     all_figures = build_figures(opened, measured, max_p99_ms)
+    stage("figures")
 
     seconds = _group(measured.seconds)
     second_latency = _group(measured.second_latency)
@@ -69,26 +99,17 @@ def build_report(
     sections: list[Section] = []
     tables: list[Table] = []
     if len(all_figures) > 1:
-        compared = [sessions_table(all_figures)]
-        comparison = comparison_table(all_figures)
-        if comparison is not None:
-            compared.append(comparison)
-        compared_charts = []
-        common = {sw.setting for sw in all_figures[0].sweeps}
-        for setting in sorted(common):
-            pairs: list[tuple[str, Sweep]] = [
-                (f.session.title, sw) for f in all_figures for sw in f.sweeps
-                if sw.setting == setting
-            ]  # fmt: skip
-            if len(pairs) == len(all_figures):
-                compared_charts.append(Chart(f"{setting} sweep", charts.sweep_chart(pairs)))
-        sections.append(Section("Sessions compared", "", tuple(compared_charts), tuple(compared)))
+        compared = [compare.sessions_table(all_figures), compare.comparison_table(all_figures)]
+        sections.append(
+            Section("Runs compared", "", tuple(_comparison_charts(all_figures)), tuple(compared))
+        )
         tables += compared
     for figures in all_figures:
         key = figures.session.key
         session_tables = [throughput_table(figures), latency_table(figures)]
         session_tables.append(broker_table(figures))
         session_tables += [sweep_table(figures, sweep) for sweep in figures.sweeps]
+        session_tables.append(faults_table(figures))
         session_charts = [
             Chart(
                 "throughput and latency over time",
@@ -100,7 +121,7 @@ def build_report(
         if broker_png is not None:
             session_charts.append(Chart("queue depth and memory", broker_png))
         session_charts += [
-            Chart(f"{sweep.setting} sweep", charts.sweep_chart([(figures.session.title, sweep)]))
+            Chart(f"{sweep.setting} sweep", charts.sweep_chart(figures, sweep))
             for sweep in figures.sweeps
         ]
         sections.append(
@@ -113,6 +134,7 @@ def build_report(
         )
         tables += session_tables
 
+    stage("tables and charts")
     out_dir.mkdir(parents=True, exist_ok=True)
     for table in tables:
         (out_dir / f"{table.name}.csv").write_text(table.to_csv(), encoding="utf-8")
@@ -133,6 +155,7 @@ def build_report(
     )
     html_path = out_dir / "report.html"
     html_path.write_text(render(heading, sections, generated), encoding="utf-8")
+    stage("write")
     return Report(
         out_dir=out_dir,
         html_path=html_path,
@@ -140,4 +163,5 @@ def build_report(
         figures=tuple(all_figures),
         seconds=time.monotonic() - began,
         skipped=tuple(skipped),
+        stages=tuple(stages),
     )

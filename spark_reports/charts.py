@@ -14,6 +14,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from flowdeck.spark_reports.compare import by_value, representative
 from flowdeck.spark_reports.figures import (
     SETTING_TITLES,
     SWEEP_LATENCY,
@@ -21,7 +22,7 @@ from flowdeck.spark_reports.figures import (
     SessionFigures,
     Sweep,
 )
-from flowdeck.spark_reports.measure import Row
+from flowdeck.spark_reports.stats import Row
 from flowdeck.spark_reports.verdict import Verdict
 
 VERDICT_COLOURS = {
@@ -29,6 +30,7 @@ VERDICT_COLOURS = {
     Verdict.BACK_PRESSURED: "#fff8e1",
     Verdict.OVERLOADED: "#ffebee",
     Verdict.DRAIN: "#e3f2fd",
+    Verdict.PAUSED: "#eceff1",
     None: "#f5f5f5",
 }
 RATE_COLOURS = {"publish": "#1f77b4", "confirm": "#9467bd", "consume": "#2ca02c"}
@@ -61,6 +63,23 @@ def _png(figure: Figure) -> bytes:
     return buffer.getvalue()
 
 
+def _outside_legend(axes: Axes, **kwargs: object) -> None:
+    """The legend beside the axes, never over the data."""
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0, fontsize=8,
+                framealpha=0.9, **kwargs)  # fmt: skip
+
+
+def _log_x_when_wide(axes: Axes, values: Sequence[int]) -> None:
+    positive = [v for v in values if v > 0]
+    if positive and max(positive) / min(positive) > 10:
+        _plain_log_x(axes)
+
+
+def _headroom(axes: Axes, highest: float, share: float = 0.15) -> None:
+    """A linear y axis from 0 with room above the highest point (or target)."""
+    axes.set_ylim(0, max(1.0, highest * (1 + share)))
+
+
 def _shade_phases(axes: Axes, phases: Sequence[PhaseFigures], label: bool) -> None:
     """Phases as background bands coloured by verdict, labelled at the top."""
     for p in phases:
@@ -90,8 +109,9 @@ def timeline_chart(
         for name in ("publish", "confirm", "consume"):
             per_second[row["sec"]][name] += row[f"{name}_rate"] or 0.0
     xs = sorted(per_second)
+    # a second's figures are drawn at its middle: second s covers [s, s + 1)
     for name, colour in RATE_COLOURS.items():
-        rates.plot(xs, [per_second[x][name] for x in xs], color=colour,
+        rates.plot([x + 0.5 for x in xs], [per_second[x][name] for x in xs], color=colour,
                    lw=1.2, label=f"{name} msg/s")  # fmt: skip
     targets = [p for p in figures.phases if p.client.get("target_rate")]
     for p in targets:
@@ -99,14 +119,19 @@ def timeline_chart(
         rates.hlines(p.client["target_rate"], p.start_s, end, colors="#616161", lw=1,
                      linestyles=":", label="target" if p is targets[0] else None)  # fmt: skip
     rates.set_ylabel("msg/s")
-    rates.set_ylim(bottom=0)
-    rates.legend(loc="lower left", fontsize=8, ncols=4, framealpha=0.9)
+    highest = max(
+        [v for x in xs for v in per_second[x].values()]
+        + [float(p.client["target_rate"]) for p in targets],
+        default=0.0,
+    )
+    _headroom(rates, highest)
+    _outside_legend(rates)
     rates.grid(alpha=0.3)
     series: dict[tuple[str, str, str], list[tuple[int, float]]] = defaultdict(list)
     for row in latency:
         for q in ("p50", "p99"):
             if row[q] is not None:
-                series[(row["kind"], row["basis"], q)].append((row["sec"], row[q] / 1000))
+                series[(row["kind"], row["basis"], q)].append((row["sec"] + 0.5, row[q] / 1000))
     styles = {
         ("e2e", "actual", "p99"): ("#d62728", "-"),
         ("e2e", "intended", "p99"): ("#ff7f0e", "--"),
@@ -122,7 +147,7 @@ def timeline_chart(
     lat.set_xlabel("seconds since start")
     lat.grid(alpha=0.3, which="both")
     if series:
-        lat.legend(loc="upper left", fontsize=8, ncols=3, framealpha=0.9)
+        _outside_legend(lat)
     figure.suptitle(f"{figures.session.title}: throughput and latency per second", y=1.02)
     return _png(figure)
 
@@ -167,48 +192,117 @@ def broker_chart(figures: SessionFigures, polls: Sequence[Row]) -> bytes | None:
                                ) else None)  # fmt: skip
     handles, labels = depth_axes.get_legend_handles_labels()
     more_handles, more_labels = memory_axes.get_legend_handles_labels()
+    # beside the plot, clear of the memory axis' labels
     depth_axes.legend(handles + more_handles, labels + more_labels, loc="upper left",
-                      fontsize=8, framealpha=0.9)  # fmt: skip
+                      bbox_to_anchor=(1.08, 1.0), borderaxespad=0.0, fontsize=8,
+                      framealpha=0.9)  # fmt: skip
     figure.suptitle(f"{figures.session.title}: queue depth and broker memory", y=1.04)
     return _png(figure)
 
 
-def sweep_chart(sweeps: Sequence[tuple[str, Sweep]]) -> bytes:
-    """A setting against throughput (left) and e2e latency (right), one line per session."""
-    setting = sweeps[0][1].setting
-    figure, (through, lat) = plt.subplots(1, 2, figsize=(11, 3.8))
-    markers = "osD^v<>"
-    for index, (title, sweep) in enumerate(sweeps):
-        rows = sorted(sweep.rows, key=lambda p: p.setting(setting) or 0)
-        xs = [p.setting(setting) or 0 for p in rows]
-        marker = markers[index % len(markers)]
-        through.plot(xs, [p.client.get("consume_rate_mean") or 0 for p in rows],
-                     marker=marker, label=title)  # fmt: skip
-        for q, style in (("p99", "-"), ("p95", "--"), ("p75", ":")):
-            values = [p.latency_ms(SWEEP_LATENCY, q) for p in rows]
-            lat.plot(xs, [float("nan") if v is None else v for v in values], ls=style,
-                     marker=marker, color=f"C{index}",
-                     label=f"{q}" + (f" {title}" if len(sweeps) > 1 else ""))  # fmt: skip
-        if sweep.recommendation.value is not None:
-            chosen = [p for p in rows if p.setting(setting) == sweep.recommendation.value]
-            if chosen:
-                through.scatter([sweep.recommendation.value],
-                                [chosen[0].client.get("consume_rate_mean") or 0], s=180,
-                                facecolors="none", edgecolors="#d62728", lw=2, zorder=5,
-                                label="recommended" if index == 0 else None)  # fmt: skip
+def _throughput_of(phase: PhaseFigures) -> float:
+    return float(phase.client.get("consume_rate_mean") or 0.0)
+
+
+def sweep_chart(figures: SessionFigures, sweep: Sweep) -> bytes:
+    """The swept setting against throughput (left) and e2e latency (right). The line joins
+    each value's steady phase (the one the recommendation stands on); another phase at a
+    value already drawn is a separate hollow point labelled with its phase, so repeated
+    values do not zig-zag."""
+    setting = sweep.setting
+    figure, (through, lat) = plt.subplots(1, 2, figsize=(11.5, 4.0))
+    grouped: dict[int, list[PhaseFigures]] = defaultdict(list)
+    for p in sweep.rows:
+        grouped[int(p.setting(setting) or 0)].append(p)
+    values = sorted(grouped)
+    main = {v: representative(grouped[v], figures.fan_out) for v in values}
+    through.plot(values, [_throughput_of(main[v]) for v in values], marker="o",
+                 color="C0", label="msg/s consumed")  # fmt: skip
+    styles = (("p99", "-", "C3"), ("p95", "--", "C1"), ("p75", ":", "C2"))
+    for q, style, colour in styles:
+        ys = [main[v].latency_ms(SWEEP_LATENCY, q) for v in values]
+        lat.plot(values, [float("nan") if y is None else y for y in ys], ls=style,
+                 marker="o", color=colour, label=q)  # fmt: skip
+    others = [p for v in values for p in grouped[v] if p is not main[v]]
+    for index, p in enumerate(others):
+        x = int(p.setting(setting) or 0)
+        label = "other phase at a value" if index == 0 else None
+        through.scatter([x], [_throughput_of(p)], s=40, facecolors="none", edgecolors="C0",
+                        zorder=4, label=label)  # fmt: skip
+        through.annotate(p.phase.label, (x, _throughput_of(p)), textcoords="offset points",
+                         xytext=(6, 4), fontsize=7, color="#424242")  # fmt: skip
+        p99 = p.latency_ms(SWEEP_LATENCY, "p99")
+        if p99 is not None:
+            lat.scatter([x], [p99], s=40, facecolors="none", edgecolors="C3", zorder=4,
+                        label="p99, other phase" if index == 0 else None)  # fmt: skip
+            lat.annotate(p.phase.label, (x, p99), textcoords="offset points", xytext=(6, 4),
+                         fontsize=7, color="#424242")  # fmt: skip
+    recommended = sweep.recommendation.value
+    if recommended is not None and recommended in main:
+        through.scatter([recommended], [_throughput_of(main[recommended])], s=180,
+                        facecolors="none", edgecolors="#d62728", lw=2, zorder=5,
+                        label="recommended")  # fmt: skip
+    targets = [float(t) for p in sweep.rows if (t := p.client.get("target_rate"))]
+    if targets:
+        through.axhline(max(targets) * figures.fan_out, color="#616161", lw=1, ls=":",
+                        label="target")  # fmt: skip
+    highest = max([_throughput_of(p) for p in sweep.rows] + [t * figures.fan_out for t in targets])
+    _headroom(through, highest)
     name = SETTING_TITLES[setting]
     for axes in (through, lat):
-        positive = [v for _, s in sweeps for p in s.rows if (v := p.setting(setting) or 0) > 0]
-        if positive and max(positive) / min(positive) > 10:
-            _plain_log_x(axes)
+        _log_x_when_wide(axes, values)
         axes.set_xlabel(name)
         axes.grid(alpha=0.3, which="both")
     through.set_ylabel("msg/s consumed")
-    through.set_ylim(bottom=0)
-    through.legend(fontsize=8)
     lat.set_ylabel("e2e latency ms (log)")
     _plain_log_axis(lat)
-    lat.legend(fontsize=8, ncols=2 if len(sweeps) > 1 else 1)
-    figure.suptitle(f"{name} against throughput and latency", y=1.02)
+    lat.set_ylim(top=lat.get_ylim()[1] * 1.6)  # room for a point's label at the top
+    # below the plot: inside it would cover a point at low throughput
+    through.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=8,
+                   framealpha=0.9)  # fmt: skip
+    _outside_legend(lat)
+    figure.suptitle(f"{figures.session.title}: {name.lower()} against throughput and latency",
+                    y=1.02)  # fmt: skip
     figure.tight_layout()
+    return _png(figure)
+
+
+def comparison_chart(runs: Sequence[tuple[str, SessionFigures]], setting: str) -> bytes:
+    """The runs of one benchmark side by side, as the seeds draw them: msg/s (left) and e2e
+    p99 (right) per step of ``setting``, one line per run through each value's steady
+    phase; a run that did not sweep is one point at the value it ran at."""
+    figure, (through, lat) = plt.subplots(1, 2, figsize=(12, 4.2))
+    markers = "osD^v<>P*"
+    every_value: list[int] = []
+    highest = 0.0
+    for index, (name, figures) in enumerate(runs):
+        grouped = by_value(figures, setting)
+        values = sorted(grouped)
+        every_value += values
+        main = [representative(grouped[v], figures.fan_out) for v in values]
+        style = {"marker": markers[index % len(markers)], "color": f"C{index}"}
+        rates = [_throughput_of(p) for p in main]
+        highest = max([highest, *rates])
+        through.plot(values, rates, label=name, **style)
+        p99 = [p.latency_ms(SWEEP_LATENCY, "p99") for p in main]
+        lat.plot(values, [float("nan") if v is None else v for v in p99], label=name,
+                 **style)  # fmt: skip
+        targets = [float(t) for p in main if (t := p.client.get("target_rate"))]
+        highest = max([highest, *(t * figures.fan_out for t in targets)])
+    name = SETTING_TITLES[setting]
+    _headroom(through, highest)
+    for axes in (through, lat):
+        _log_x_when_wide(axes, every_value)
+        axes.set_xlabel(name)
+        axes.grid(alpha=0.3, which="both")
+    through.set_ylabel("msg/s consumed")
+    through.set_title("throughput", fontsize=10)
+    lat.set_ylabel("e2e p99 ms (log)")
+    lat.set_title("p99 latency", fontsize=10)
+    _plain_log_axis(lat)
+    handles, labels = through.get_legend_handles_labels()
+    figure.legend(handles, labels, loc="lower center", ncols=min(3, len(labels)), fontsize=8,
+                  bbox_to_anchor=(0.5, -0.02 - 0.05 * ((len(labels) - 1) // 3)))  # fmt: skip
+    figure.suptitle(f"{name}: the runs side by side", y=1.02)
+    figure.tight_layout(rect=(0, 0.08 + 0.05 * ((len(labels) - 1) // 3), 1, 1))
     return _png(figure)

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowdeck.spark_reports.measure import PERCENTILES, Measurements, Row
+from flowdeck.spark_reports.faults import DataSafety, Fault, faults
+from flowdeck.spark_reports.measure import Measurements
 from flowdeck.spark_reports.phases import Phase
 from flowdeck.spark_reports.sessions import Session
+from flowdeck.spark_reports.stats import PERCENTILES, Row
 from flowdeck.spark_reports.tables import Cell, Table
 from flowdeck.spark_reports.verdict import (
     PhaseLoad,
@@ -82,6 +84,9 @@ class SessionFigures:
     whole: Row  # session_client row
     whole_latency: dict[tuple[str, str], Row]
     duration_s: float | None
+    faults: tuple[Fault, ...] = ()
+    safety: DataSafety | None = None
+    fan_out: int = 1
 
 
 def _by(rows: Sequence[Row], *keys: str) -> dict[tuple[Any, ...], Row]:
@@ -101,8 +106,10 @@ def build_figures(
         whole_latency[row["session"]][(row["kind"], row["basis"])] = row
     whole = _by(measured.session_client, "session")
     last_second: dict[str, int] = {}
+    consumed: dict[str, dict[int, float]] = defaultdict(dict)
     for row in measured.seconds:
         last_second[row["session"]] = max(last_second.get(row["session"], -1), row["sec"])
+        consumed[row["session"]][row["sec"]] = float(row["consume_rate"] or 0.0)
 
     result: list[SessionFigures] = []
     for session in sessions:
@@ -123,7 +130,10 @@ def build_figures(
                 verdict, reason = judge(_load(c, b))
                 paused = int(c.get("paused_s") or 0)
                 if 0 < paused < c["seconds"]:
-                    reason += f"; {paused} s paused, left out of the target comparison"
+                    reason += (
+                        f"; {paused} s paused (for all or part of the second), left out of "
+                        "the target comparison"
+                    )
             phases.append(
                 PhaseFigures(
                     session=session.key,
@@ -138,16 +148,18 @@ def build_figures(
                 )
             )
         end_us = session.phases[-1].finish_us or data_end_us
+        fan_out = _fan_out(whole.get((session.key,)))
         result.append(
             SessionFigures(
                 session=session,
                 phases=tuple(phases),
-                sweeps=tuple(
-                    _sweeps(session.key, phases, max_p99_ms, _fan_out(whole.get((session.key,))))
-                ),
+                sweeps=tuple(_sweeps(session.key, phases, max_p99_ms, fan_out)),
                 whole=whole.get((session.key,), {}),
                 whole_latency=whole_latency.get(session.key, {}),
                 duration_s=(end_us - session.start_us) / 1e6,
+                faults=tuple(faults(session.events, session.manifest.start, consumed[session.key])),
+                safety=DataSafety.from_summary(session.manifest.summary),
+                fan_out=fan_out,
             )
         )
     return result
@@ -187,37 +199,49 @@ def _load(c: Row, b: Row) -> PhaseLoad:
         depth_start=b.get("depth_start"),
         depth_end=b.get("depth_end"),
         depth_slope=b.get("depth_slope"),
+        seconds=int(c.get("seconds") or 0),
+        paused_s=int(c.get("paused_s") or 0),
+    )
+
+
+def load_phases(figures: SessionFigures | Sequence[PhaseFigures]) -> list[PhaseFigures]:
+    """The phases a sweep or a comparison looks at: with data, not the drain, not paused
+    throughout."""
+    phases = figures.phases if isinstance(figures, SessionFigures) else figures
+    return [
+        p
+        for p in phases
+        if p.has_data and not p.is_drain and (p.client.get("paused_s") or 0) < p.client["seconds"]
+    ]
+
+
+def sweep_point(phase: PhaseFigures, setting: str, fan_out: int = 1) -> SweepPoint:
+    """The phase as a sweep point: its consume mean capped at its target
+    (:func:`spark_reports.verdict.ranked_throughput`) and its e2e p99."""
+    return ranked_throughput(
+        value=int(phase.setting(setting) or 0),
+        achieved=float(phase.client.get("consume_rate_mean") or 0.0),
+        target=phase.client.get("target_rate"),
+        p99_ms=phase.latency_ms(SWEEP_LATENCY, "p99"),
+        verdict=phase.verdict or Verdict.OVERLOADED,
+        label=phase.phase.label,
+        fan_out=fan_out,
     )
 
 
 def _sweeps(
     key: str, phases: Sequence[PhaseFigures], max_p99_ms: float | None, fan_out: int = 1
 ) -> list[Sweep]:
-    """A session sweeps a setting when its load phases with data (not paused, not the
-    drain) ran at more than one value. Throughput for ranking is the consume mean capped at
-    the phase's target (:func:`spark_reports.verdict.ranked_throughput`)."""
-    active = [
-        p
-        for p in phases
-        if p.has_data and not p.is_drain and (p.client.get("paused_s") or 0) < p.client["seconds"]
-    ]
+    """A session sweeps a setting when its load phases (:func:`load_phases`) ran at more
+    than one value. Throughput for ranking is the consume mean capped at the phase's
+    target (:func:`spark_reports.verdict.ranked_throughput`)."""
+    active = load_phases(phases)
     sweeps: list[Sweep] = []
     for setting in SWEEP_SETTINGS:
         values = {p.setting(setting) for p in active} - {None}
         if len(values) < 2:
             continue
-        points: list[SweepPoint] = [
-            ranked_throughput(
-                value=int(p.setting(setting) or 0),
-                achieved=float(p.client.get("consume_rate_mean") or 0.0),
-                target=p.client.get("target_rate"),
-                p99_ms=p.latency_ms(SWEEP_LATENCY, "p99"),
-                verdict=p.verdict or Verdict.OVERLOADED,
-                label=p.phase.label,
-                fan_out=fan_out,
-            )
-            for p in active
-        ]
+        points = [sweep_point(p, setting, fan_out) for p in active]
         recommendation = recommend(setting, points, max_p99_ms, fan_out)
         sweeps.append(Sweep(key, setting, tuple(active), recommendation))
     return sweeps
@@ -226,7 +250,7 @@ def _sweeps(
 # ---------------------------------------------------------------- tables
 
 
-def _round(value: Any, places: int = 3) -> Cell:
+def rounded(value: Any, places: int = 3) -> Cell:
     if value is None:
         return None
     if isinstance(value, bool):
@@ -253,13 +277,13 @@ def throughput_table(figures: SessionFigures) -> Table:
             (
                 p.phase.index,
                 p.phase.label,
-                _round(p.start_s),
-                _round(p.duration_s),
-                *(_round(c.get(k)) for k in
+                rounded(p.start_s),
+                rounded(p.duration_s),
+                *(rounded(c.get(k)) for k in
                   ("inflight", "prefetch", "ack_every", "publishers", "consumers")),
-                _round(c.get("target_rate")),
+                rounded(c.get("target_rate")),
                 *(
-                    _round(c.get(f"{rate}_rate_{stat}"))
+                    rounded(c.get(f"{rate}_rate_{stat}"))
                     for rate in ("publish", "confirm", "consume")
                     for stat in ("mean", "sd", "min")
                 ),
@@ -289,8 +313,8 @@ def latency_table(figures: SessionFigures) -> Table:
                     p.phase.label,
                     f"{kind} {basis}",
                     int(lat["count"]),
-                    *(_ms(lat[f"p{q}"]) for q in PERCENTILES),
-                    _ms(lat["max"]),
+                    *(ms(lat[f"p{q}"]) for q in PERCENTILES),
+                    ms(lat["max"]),
                 )
             )
     return Table(
@@ -304,7 +328,7 @@ def latency_table(figures: SessionFigures) -> Table:
     )
 
 
-def _ms(value_us: Any) -> float | None:
+def ms(value_us: Any) -> float | None:
     return None if value_us is None else value_us / 1000
 
 
@@ -317,17 +341,17 @@ def broker_table(figures: SessionFigures) -> Table:
             (
                 p.phase.index,
                 p.phase.label,
-                _round(c.get("pending_confirms_mean")),
-                _round(c.get("pending_confirms_max")),
-                _round(c.get("unacked_mean")),
-                _round(c.get("unacked_max")),
-                _round(b.get("depth_start")),
-                _round(b.get("depth_end")),
-                _round(b.get("depth_slope")),
+                rounded(c.get("pending_confirms_mean")),
+                rounded(c.get("pending_confirms_max")),
+                rounded(c.get("unacked_mean")),
+                rounded(c.get("unacked_max")),
+                rounded(b.get("depth_start")),
+                rounded(b.get("depth_end")),
+                rounded(b.get("depth_slope")),
                 None if mem_peak is None else round(mem_peak / 2**20, 1),
-                _round(b.get("mem_alarm_s")),
-                _round(b.get("disk_alarm_s")),
-                _round(c.get("blocked_s")),
+                rounded(b.get("mem_alarm_s")),
+                rounded(b.get("disk_alarm_s")),
+                rounded(c.get("blocked_s")),
                 p.verdict.value if p.verdict else None,
                 p.reason,
             )
@@ -365,8 +389,8 @@ def sweep_table(figures: SessionFigures, sweep: Sweep) -> Table:
                 value,
                 _inflight_share(value, p.client.get("rate")) if sweep.setting == "inflight"
                 else "",
-                _round(p.client.get("publish_rate_mean"), 1),
-                _round(p.client.get("consume_rate_mean"), 1),
+                rounded(p.client.get("publish_rate_mean"), 1),
+                rounded(p.client.get("consume_rate_mean"), 1),
                 p.latency_ms(SWEEP_LATENCY, "p99"),
                 p.latency_ms(SWEEP_LATENCY, "p95"),
                 p.latency_ms(SWEEP_LATENCY, "p75"),
@@ -390,93 +414,44 @@ def sweep_table(figures: SessionFigures, sweep: Sweep) -> Table:
     )  # fmt: skip
 
 
-def sessions_table(all_figures: Sequence[SessionFigures]) -> Table:
-    names = tuple(f.session.title for f in all_figures)
-
-    def lat(f: SessionFigures, q: str) -> float | None:
-        return _ms(f.whole_latency.get(SWEEP_LATENCY, {}).get(q))
-
-    def each(figure_of: Callable[[SessionFigures], Cell]) -> list[Cell]:
-        return [figure_of(f) for f in all_figures]
-
-    metrics: list[tuple[str, list[Cell]]] = [
-        ("session id", each(lambda f: f.session.manifest.session_id)),
-        ("outcome", each(lambda f: f.session.manifest.outcome)),
-        ("duration s", each(lambda f: _round(f.duration_s))),
-        ("phases", each(lambda f: len(f.phases))),
-        ("queue type", each(lambda f: str(f.session.manifest.spec.get("queue_type", "")))),
-        ("publish msg/s (mean)", each(lambda f: _round(f.whole.get("publish_rate_mean"), 1))),
-        ("confirm msg/s (mean)", each(lambda f: _round(f.whole.get("confirm_rate_mean"), 1))),
-        ("consume msg/s (mean)", each(lambda f: _round(f.whole.get("consume_rate_mean"), 1))),
-        ("e2e p75 ms", each(lambda f: lat(f, "p75"))),
-        ("e2e p95 ms", each(lambda f: lat(f, "p95"))),
-        ("e2e p99 ms", each(lambda f: lat(f, "p99"))),
-        ("e2e max ms", each(lambda f: lat(f, "max"))),
-        ("pending confirms max", each(lambda f: _round(f.whole.get("pending_confirms_max")))),
-        ("blocked s", each(lambda f: _round(f.whole.get("blocked_s")))),
-        ("alarm s", each(lambda f: _round(sum(p.broker.get("alarm_s") or 0.0 for p in f.phases)))),
+def faults_table(figures: SessionFigures) -> Table:
+    """What went wrong in the run, from its events, and what it lost."""
+    rows = [
         (
-            "overloaded phases",
-            each(lambda f: sum(p.verdict is Verdict.OVERLOADED for p in f.phases)),
-        ),
-    ]
-    return Table(
-        name="sessions",
-        title="Sessions side by side (whole run)",
-        columns=("", *names),
-        rows=tuple((label, *values) for label, values in metrics),
-        note="e2e latency from the actual send, merged over the whole run.",
-    )
-
-
-def comparison_table(all_figures: Sequence[SessionFigures]) -> Table | None:
-    """The sweep (or phase) table with a column group per session."""
-    common = [
-        s
-        for s in SWEEP_SETTINGS
-        if all(any(sw.setting == s for sw in f.sweeps) for f in all_figures)
-    ]
-    names = [f.session.title for f in all_figures]
-    metrics = ("msg/s", "p99 ms", "p95 ms", "p75 ms")
-    columns = (*(f"{m} · {n}" for n in names for m in metrics),)
-
-    def cells(p: PhaseFigures | None) -> list[Cell]:
-        if p is None:
-            return [None] * len(metrics)
-        return [
-            _round(p.client.get("consume_rate_mean"), 1),
-            p.latency_ms(SWEEP_LATENCY, "p99"),
-            p.latency_ms(SWEEP_LATENCY, "p95"),
-            p.latency_ms(SWEEP_LATENCY, "p75"),
-        ]
-
-    if common:
-        setting = common[0]
-        by_value: list[dict[int, PhaseFigures]] = []
-        for f in all_figures:
-            sweep = next(sw for sw in f.sweeps if sw.setting == setting)
-            by_value.append({int(p.setting(setting) or 0): p for p in sweep.rows})
-        values = sorted({v for mapping in by_value for v in mapping})
-        rows = [(v, *[c for mapping in by_value for c in cells(mapping.get(v))]) for v in values]
-        return Table(
-            name=f"comparison-{setting}",
-            title=f"{SETTING_TITLES[setting]} sweep, sessions side by side",
-            columns=(SETTING_TITLES[setting], *columns),
-            rows=tuple(rows),
-            note="msg/s = mean consume rate; latency end-to-end from the actual send "
-            "(last phase wins when a value repeats).",
+            fault.kind,
+            fault.subject,
+            rounded(fault.start_s, 1),
+            rounded(fault.end_s, 1),
+            rounded(fault.duration_s, 1),
+            rounded(fault.recovered_after_s, 1),
+            fault.detail,
         )
-    count = max(len(f.phases) for f in all_figures)
-    rows2 = []
-    for index in range(count):
-        row: list[Cell] = [index]
-        for f in all_figures:
-            row += cells(f.phases[index] if index < len(f.phases) else None)
-        rows2.append(tuple(row))
+        for fault in figures.faults
+    ]
+    safety = figures.safety
+    reasoning: tuple[str, ...] = (
+        "data safety: "
+        + (safety.sentence() if safety else "the session has no end-of-run accounting"),
+    )
+    if not rows:
+        reasoning = ("no outage, alarm, blocked connection, stale source or error", *reasoning)
     return Table(
-        name="comparison-phases",
-        title="Phases side by side",
-        columns=("phase", *columns),
-        rows=tuple(rows2),
-        note="The sessions do not sweep a common setting: phases compared by position.",
+        name=f"{figures.session.key}-faults",
+        title=f"{figures.session.title}: faults",
+        columns=(
+            "fault",
+            "what",
+            "start s",
+            "end s",
+            "duration s",
+            "consumers back after s",
+            "detail",
+        ),
+        rows=tuple(rows),
+        note="From the events the session recorded: outages (a worker lost its broker "
+        "connection), memory and disk alarms, connections blocked by flow control, broker "
+        "sources gone stale, errors. Consumers back after = seconds from the fault's start "
+        "until a second's consume rate was back at 95% of its mean over the 5 s before "
+        "(0: it never dipped; empty: no rate before, or not back within the run).",
+        reasoning=reasoning,
     )

@@ -22,6 +22,7 @@ if __package__ in (None, ""):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DEFAULT_MASTER = "local[*]"
+LOOPBACK = "127.0.0.1"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -63,6 +64,20 @@ def spark_session(master: str | None, app_name: str = "flowdeck report"):  # typ
         builder = builder.master(master)
     elif not submitted:
         builder = builder.master(DEFAULT_MASTER)
+    chosen = master or ("" if submitted else DEFAULT_MASTER)
+    if chosen.startswith("local"):
+        # Everything runs in this process: the driver listens on loopback only, not on
+        # the machine's outward address (Spark's choice for a host name that resolves
+        # to 127.0.0.1).
+        # SPARK_LOCAL_IP reaches the JVM this process starts (its block manager, and the
+        # warning Spark prints when it picks an address itself); the UI is off: a report
+        # run has nobody watching it, and it would listen on every interface.
+        os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        builder = (
+            builder.config("spark.driver.host", LOOPBACK)
+            .config("spark.driver.bindAddress", LOOPBACK)
+            .config("spark.ui.enabled", "false")
+        )
     builder = builder.config("spark.ui.showConsoleProgress", "false")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -1,16 +1,26 @@
-"""The report's figures, computed by Spark SQL over the recorded tables of all sessions.
+"""The report's Spark work: every recorded row of all sessions read and reduced.
 
-Everything here is DataFrame/SQL (no Python UDFs), so it runs on executors of any
-cluster; only small results — one row per phase, per second or per broker poll — are
-collected to the driver.
+Spark reads the recorded tables and reduces them, in DataFrame/SQL only (no Python UDFs,
+so it runs on the executors of any cluster), to small frames that reach the driver through
+Arrow: a row per session and second (client figures summed over workers), a row per fresh
+broker poll, a row per phase and latency bucket (counts summed over workers and seconds),
+and a row per second with the chart's e2e percentiles (from each second's histogram in one
+pass). The per-phase statistics over those rows are ``spark_reports.stats``'s.
 
 Rules (``docs/reports.md`` states them for readers of a report):
 
-* A recorded row belongs to the phase in which its interval ended (``start < ts <= end``)
-  and to the run second ``floor(ts - run start)``.
+* A worker's row (client and latency alike) belongs to the run second in which the middle
+  of its one-second interval lies, ``floor(ts - 0.5 s - run start)``; every worker-second
+  belongs to the phase in force at the middle of its second. So one second is never split
+  between two phases, whatever the offsets of the workers' snapshots or of the change.
 * Rates: per worker and second, messages / interval length (rows covering less than
   half a second, like the run's cut-short last interval, are left out); summed over
   workers per second; per phase the mean, population standard deviation and minimum over seconds.
+* Client counts and settings (publishers, consumers, in-flight limit...): each worker records
+  the run's whole figure, so a second has the largest over its workers, not their sum.
+* Paused: a worker-second is paused when publishing was paused at either end of its
+  interval (at its end, or at the end of the worker's previous one), so the second that
+  holds a pause or a resume counts as paused.
 * Target: per second the summed ``target_rate`` (none when a worker had 0: no rate limit,
   paused, or stopped); per phase the mean over its seconds not paused, when each of them
   has one.
@@ -21,29 +31,26 @@ Rules (``docs/reports.md`` states them for readers of a report):
   ``max(1, int(q * total / 100 + 0.5))`` — exactly what an HDR histogram merged from them
   reports (``engine.latency.percentile_from_buckets``).
 * Broker: only fresh polls (``stale_reason`` empty) of one source per session (the one
-  with most polls). Queue depth is the ready count summed over the run's queues; its
-  slope is the least-squares slope over the phase's polls. A poll's alarm state holds
-  until the next poll; alarm seconds are those intervals' overlap with the phase.
+  with most polls); a poll belongs to the phase in force when it was taken. Queue depth is
+  the ready count summed over the run's queues; its slope is the least-squares slope over
+  the phase's polls. A poll's alarm state holds until the next poll; alarm seconds are
+  those intervals' overlap with the phase.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from pyspark.sql import Column, DataFrame, SparkSession, Window
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql import types as T
 
 from flowdeck.engine.recording.format import BROKER_DIR, CLIENT_DIR, LATENCY_DIR
-from flowdeck.spark_reports.sessions import Session, read_table
-
-PERCENTILES: tuple[int, ...] = (50, 75, 95, 99)
-#: Client rows covering less than this many seconds are left out of rates and gauges.
-MIN_INTERVAL_S = 0.5
-
-Row = dict[str, Any]
+from flowdeck.spark_reports import stats
+from flowdeck.spark_reports.phases import HALF_SECOND_US
+from flowdeck.spark_reports.sessions import Session, read_table, small_table
+from flowdeck.spark_reports.stats import Row
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,279 +67,170 @@ class Measurements:
     broker_polls: list[Row]  # session, sec (float), queue_ready, mem_used, alarms
 
 
-def phases_frame(spark: SparkSession, sessions: Sequence[Session]) -> DataFrame:
-    schema = T.StructType(
-        [
-            T.StructField("session", T.StringType(), False),
-            T.StructField("phase", T.IntegerType(), False),
-            T.StructField("start_us", T.LongType(), False),
-            T.StructField("end_us", T.LongType(), False),
-            T.StructField("run_start_us", T.LongType(), False),
-            T.StructField("run_end_us", T.LongType(), True),
-        ]
-    )
-    rows = [
-        (s.key, p.index, p.start_us, p.end_us, s.start_us, s.phases[-1].finish_us)
-        for s in sessions
-        for p in s.phases
-    ]
-    return spark.createDataFrame(rows, schema)
+#: The per-second latencies the timeline chart draws (p50 and p99 of these).
+CHART_LATENCY_KIND = "e2e"
+CLIENT_COLUMNS = (
+    "worker", "interval_s", "published", "confirmed", "consumed", "nacked", "returned",
+    "pending_confirms", "unacked", "blocked_connections", "target_rate", "inflight",
+    "prefetch", "ack_every", "rate", "publishers", "consumers", "paused",
+)  # fmt: skip
+BROKER_COLUMNS = (
+    "source", "stale_reason", "queue_ready", "queue_unacked", "mem_used", "mem_limit",
+    "mem_alarm", "disk_alarm", "unconfirmed", "connections_blocked",
+)  # fmt: skip
 
 
-def _in_phase(frame: DataFrame, phases: DataFrame) -> DataFrame:
-    """Each row of ``frame`` (with ``session`` and ``t_us``) joined to its phase."""
-    p = phases.alias("p")
-    joined = frame.alias("r").join(
-        F.broadcast(p),
-        (F.col("r.session") == F.col("p.session"))
-        & (F.col("r.t_us") > F.col("p.start_us"))
-        & (F.col("r.t_us") <= F.col("p.end_us")),
-    )
-    return joined.select("r.*", "p.phase", "p.start_us", "p.end_us", "p.run_start_us")
+@dataclass(frozen=True, slots=True)
+class Timeline:
+    """Each session's run start and phase bounds as SQL expressions, so rows find their
+    second and phase without a join (a non-equi join would test every row against every
+    phase of every session)."""
 
+    sessions: tuple[Session, ...]
 
-def _second(column: str = "t_us") -> Column:
-    return F.floor((F.col(column) - F.col("run_start_us")) / F.lit(1_000_000)).cast("long")
+    def run_start(self) -> Column:
+        """The run start (µs) of the row's session."""
+        starts = [item for s in self.sessions for item in (F.lit(s.key), F.lit(s.start_us))]
+        return F.element_at(F.create_map(*starts), F.col("session"))
 
-
-def client_seconds(client: DataFrame, phases: DataFrame) -> DataFrame:
-    """One row per session, phase and run second, summed over workers."""
-    # A partial interval (the run's last, cut short when publishing stops) would read as a
-    # dip in rate that never happened: seconds are made of intervals of at least half one.
-    whole_intervals = client.filter(F.col("interval_s") >= MIN_INTERVAL_S)
-    rows = _in_phase(whole_intervals.withColumn("t_us", F.unix_micros("ts")), phases)
-    rows = rows.withColumn("sec", _second())
-    per_worker = rows.groupBy("session", "phase", "sec", "worker").agg(
-        *[
-            (F.sum(name) / F.sum("interval_s")).alias(f"{name}_rate")
-            for name in ("published", "confirmed", "consumed", "nacked", "returned")
-        ],
-        *[
-            F.max_by(name, "t_us").alias(name)
-            for name in (
-                "pending_confirms",
-                "unacked",
-                "blocked_connections",
-                "target_rate",
-                "inflight",
-                "prefetch",
-                "ack_every",
-                "rate",
-                "publishers",
-                "consumers",
-                "paused",
+    def phase_at(self, t_us: Column) -> Column:
+        """The index of the phase in force at ``t_us`` in the row's session: phases are
+        ``[start, end)``, the first open to the past and the last to the future."""
+        expression: Column | None = None
+        for session in self.sessions:
+            in_session: Column = F.lit(session.phases[-1].index)
+            for phase in reversed(session.phases[:-1]):
+                in_session = F.when(t_us < F.lit(phase.end_us), phase.index).otherwise(in_session)
+            condition = F.col("session") == F.lit(session.key)
+            expression = (
+                F.when(condition, in_session)
+                if expression is None
+                else expression.when(condition, in_session)
             )
-        ],
-    )
-    return per_worker.groupBy("session", "phase", "sec").agg(
-        F.sum("published_rate").alias("publish_rate"),
-        F.sum("confirmed_rate").alias("confirm_rate"),
-        F.sum("consumed_rate").alias("consume_rate"),
-        F.sum("nacked_rate").alias("nack_rate"),
-        F.sum("returned_rate").alias("return_rate"),
-        F.sum("pending_confirms").alias("pending_confirms"),
-        F.sum("unacked").alias("unacked"),
-        F.sum("blocked_connections").alias("blocked_connections"),
-        # a worker with target 0 has no rate limit: the second has no target then
-        F.when(F.min("target_rate") > 0, F.sum("target_rate")).alias("target_rate"),
-        F.max("inflight").alias("inflight"),
-        F.max("prefetch").alias("prefetch"),
-        F.max("ack_every").alias("ack_every"),
-        F.max("rate").alias("rate"),
-        F.sum("publishers").alias("publishers"),
-        F.sum("consumers").alias("consumers"),
-        F.max(F.col("paused").cast("int")).alias("paused"),
-    )
+        assert expression is not None, "a report has at least one session"
+        return expression.cast("int")
+
+    def with_second_and_phase(self, frame: DataFrame) -> DataFrame:
+        """A worker's rows (``session``, ``ts``) with ``t_us``, ``run_start_us``, their run
+        ``sec`` (the one holding the middle of the row's interval) and the ``phase`` in
+        force at the middle of that second."""
+        rows = frame.withColumn("t_us", F.unix_micros("ts")).withColumn(
+            "run_start_us", self.run_start()
+        )
+        rows = rows.withColumn(
+            "sec",
+            F.floor(
+                (F.col("t_us") - F.col("run_start_us") - F.lit(HALF_SECOND_US)) / F.lit(1_000_000)
+            ).cast("long"),
+        )
+        middle = F.col("run_start_us") + F.col("sec") * F.lit(1_000_000) + F.lit(HALF_SECOND_US)
+        return rows.withColumn("phase", self.phase_at(middle))
+
+    def with_phase_at_time(self, frame: DataFrame) -> DataFrame:
+        """Rows with ``t_us`` (broker polls) and the phase in force at that time."""
+        return frame.withColumn("run_start_us", self.run_start()).withColumn(
+            "phase", self.phase_at(F.col("t_us"))
+        )
 
 
-def _phase_target() -> Column:
-    """The phase's target: the mean target of its seconds not paused, when every one of them
-    has a target (publishers were rate-limited throughout). Paused seconds have none (target
-    0 while paused) and are left out of it; a second publishing without a target (no rate
-    limit, or the run's drain in sessions without a drain event) leaves the phase without."""
-    running = F.coalesce(F.col("paused"), F.lit(0)) == 0
-    seconds_running = F.count(F.when(running, F.lit(1)))
-    with_target = F.count(F.when(running, F.col("target_rate")))
-    return F.when(
-        (seconds_running > 0) & (with_target == seconds_running),
-        F.avg(F.when(running, F.col("target_rate"))),
-    )
-
-
-def phase_client_stats(seconds: DataFrame) -> DataFrame:
-    running = F.coalesce(F.col("paused"), F.lit(0)) == 0
-    rates = [F.avg(F.when(running, F.col("publish_rate"))).alias("publish_rate_unpaused_mean")]
-    for name in ("publish_rate", "confirm_rate", "consume_rate"):
-        rates += [
-            F.avg(name).alias(f"{name}_mean"),
-            F.stddev_pop(name).alias(f"{name}_sd"),
-            F.min(name).alias(f"{name}_min"),
-        ]
-    return seconds.groupBy("session", "phase").agg(
-        F.count(F.lit(1)).alias("seconds"),
-        *rates,
-        F.avg("nack_rate").alias("nack_rate_mean"),
-        F.avg("return_rate").alias("return_rate_mean"),
-        _phase_target().alias("target_rate"),
-        F.avg("pending_confirms").alias("pending_confirms_mean"),
-        F.max("pending_confirms").alias("pending_confirms_max"),
-        F.avg("unacked").alias("unacked_mean"),
-        F.max("unacked").alias("unacked_max"),
-        F.sum(F.when(F.col("blocked_connections") > 0, 1).otherwise(0)).alias("blocked_s"),
-        F.sum(F.col("paused")).alias("paused_s"),
-        *[
-            F.mode(name).alias(name)
-            for name in ("inflight", "prefetch", "ack_every", "rate", "publishers", "consumers")
-        ],
-    )
-
-
-def session_client_stats(seconds: DataFrame) -> DataFrame:
-    return seconds.groupBy("session").agg(
-        F.countDistinct("sec").alias("seconds"),
-        F.avg("publish_rate").alias("publish_rate_mean"),
-        F.avg("confirm_rate").alias("confirm_rate_mean"),
-        F.avg("consume_rate").alias("consume_rate_mean"),
-        F.max("pending_confirms").alias("pending_confirms_max"),
-        F.sum(F.when(F.col("blocked_connections") > 0, 1).otherwise(0)).alias("blocked_s"),
-    )
-
-
-def latency_percentiles(latency: DataFrame, keys: Sequence[str]) -> DataFrame:
-    """p50/p75/p95/p99/max and count per ``keys`` × kind × basis, merged exactly from
-    bucket rows (see the module docstring)."""
-    group = [*keys, "kind", "basis"]
-    buckets = (
-        latency.groupBy(*group, "value_us").agg(F.sum("count").alias("n")).filter(F.col("n") > 0)
-    )
-    whole = Window.partitionBy(*group)
-    upto = whole.orderBy("value_us").rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    buckets = buckets.withColumn("running", F.sum("n").over(upto)).withColumn(
-        "total", F.sum("n").over(whole)
+def second_percentiles(rows: DataFrame) -> DataFrame:
+    """p50 and p99 per session, second, kind and basis, from each second's bucket rows in
+    one aggregation: the buckets of all workers gathered in value order (a value repeated
+    across workers sits together), then one pass keeps the running count and takes the
+    first value reaching each rank — no window, no sort of the whole table."""
+    grouped = rows.groupBy("session", "sec", "kind", "basis").agg(
+        F.sort_array(F.collect_list(F.struct("value_us", "count"))).alias("buckets"),
+        F.sum("count").alias("total"),
     )
 
     def rank(q: int) -> Column:
-        wanted = (F.lit(float(q)) * F.col("total").cast("double") / F.lit(100.0)) + F.lit(0.5)
+        wanted = F.lit(float(q)) * F.col("total").cast("double") / F.lit(100.0) + F.lit(0.5)
         return F.greatest(F.lit(1).cast("long"), wanted.cast("long"))
 
-    return buckets.groupBy(*group).agg(
-        F.max("total").alias("count"),
-        *[
-            F.min(F.when(F.col("running") >= rank(q), F.col("value_us"))).alias(f"p{q}")
-            for q in PERCENTILES
-        ],
-        F.max("value_us").alias("max"),
+    empty = F.struct(
+        F.lit(0).cast("long").alias("running"),
+        F.lit(None).cast("long").alias("p50"),
+        F.lit(None).cast("long").alias("p99"),
     )
 
+    def step(acc: Column, bucket: Column) -> Column:
+        running = acc["running"] + bucket["count"]
+        return F.struct(
+            running.alias("running"),
+            F.coalesce(acc["p50"], F.when(running >= rank(50), bucket["value_us"])).alias("p50"),
+            F.coalesce(acc["p99"], F.when(running >= rank(99), bucket["value_us"])).alias("p99"),
+        )
 
-def chosen_broker_polls(broker: DataFrame) -> DataFrame:
-    """Fresh polls of each session's main source, with the next poll's time."""
-    fresh = broker.filter(F.col("stale_reason") == "")
-    per_source = fresh.groupBy("session", "source").agg(F.count(F.lit(1)).alias("polls"))
-    best = per_source.groupBy("session").agg(
-        F.max_by("source", F.struct("polls", "source")).alias("source")
+    found = grouped.filter(F.col("total") > 0).select(
+        "session", "sec", "kind", "basis", F.aggregate("buckets", empty, step).alias("found")
     )
-    polls = fresh.join(best, ["session", "source"]).withColumn("t_us", F.unix_micros("ts"))
-    order = Window.partitionBy("session").orderBy("t_us")
-    return polls.withColumn("next_us", F.lead("t_us").over(order))
-
-
-def phase_broker_stats(polls: DataFrame, phases: DataFrame) -> DataFrame:
-    rows = _in_phase(polls, phases).withColumn(
-        "t_s", (F.col("t_us") - F.col("run_start_us")) / F.lit(1e6)
-    )
-    known_depth = F.when(F.col("queue_ready").isNotNull(), F.col("t_us"))
-    point = rows.groupBy("session", "phase").agg(
-        F.count(F.lit(1)).alias("polls"),
-        F.min_by("queue_ready", known_depth).alias("depth_start"),
-        F.max_by("queue_ready", known_depth).alias("depth_end"),
-        F.max("queue_ready").alias("depth_max"),
-        F.regr_slope(F.col("queue_ready").cast("double"), F.col("t_s")).alias("depth_slope"),
-        F.max("mem_used").alias("mem_peak"),
-        F.max("mem_limit").alias("mem_limit"),
-        F.max("connections_blocked").alias("connections_blocked_max"),
-    )
-    # Alarm time: a poll's state holds from it to the next poll (or the run's end).
-    p = phases.alias("p")
-    b = polls.alias("b")
-    until = F.coalesce(F.col("b.next_us"), F.col("p.run_end_us"), F.col("b.t_us"))
-    overlap = b.join(
-        F.broadcast(p),
-        (F.col("b.session") == F.col("p.session"))
-        & (F.col("b.t_us") < F.col("p.end_us"))
-        & (until > F.col("p.start_us")),
-    ).select(
-        F.col("b.session").alias("session"),
-        F.col("p.phase").alias("phase"),
-        "b.mem_alarm",
-        "b.disk_alarm",
-        (
-            (
-                F.least(until, F.col("p.end_us"), F.coalesce(F.col("p.run_end_us"), until))
-                - F.greatest(F.col("b.t_us"), F.col("p.start_us"))
-            )
-            / F.lit(1e6)
-        ).alias("span_s"),
-    )
-    overlap = overlap.filter(F.col("span_s") > 0)  # polls after the run's end hold for 0 s
-    alarms = overlap.groupBy("session", "phase").agg(
-        F.sum(F.when(F.col("mem_alarm"), F.col("span_s")).otherwise(0.0)).alias("mem_alarm_s"),
-        F.sum(F.when(F.col("disk_alarm"), F.col("span_s")).otherwise(0.0)).alias("disk_alarm_s"),
-        F.sum(
-            F.when(F.col("mem_alarm") | F.col("disk_alarm"), F.col("span_s")).otherwise(0.0)
-        ).alias("alarm_s"),
-    )
-    return point.join(alarms, ["session", "phase"], "full_outer")
+    return found.select("session", "sec", "kind", "basis", "found.p50", "found.p99")
 
 
 def _collect(frame: DataFrame) -> list[Row]:
-    return [row.asDict(recursive=True) for row in frame.collect()]
+    """A small frame's rows through Arrow (one columnar transfer, not a Row per object)."""
+    rows: list[Row] = frame.toArrow().to_pylist()
+    return rows
+
+
+def _t_us(table: pa.Table) -> list[int]:
+    """The ``ts`` column as integer microseconds since the epoch."""
+    values: list[int] = table.column("ts").cast(pa.int64()).to_pylist()
+    return values
+
+
+def _small_rows(
+    spark: SparkSession, session: Session, table: str, columns: Sequence[str]
+) -> list[Row]:
+    data = small_table(spark, session, table)
+    rows: list[Row] = data.select(list(columns)).to_pylist()
+    for row, t_us in zip(rows, _t_us(data), strict=True):
+        row["t_us"] = t_us
+        row["session"] = session.key
+    return rows
 
 
 def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
-    """Run every query of the report over the sessions and collect the small results."""
-    phases = phases_frame(spark, sessions)
-    client = read_table(spark, sessions, CLIENT_DIR)
-    latency = read_table(spark, sessions, LATENCY_DIR)
-    broker = read_table(spark, sessions, BROKER_DIR)
-
-    seconds = client_seconds(client, phases).cache()
-    # The bucket rows are the bulk of a session: read them once, summed over workers per
-    # second and bucket, and derive every latency figure from that.
-    lat = (
-        _in_phase(latency.withColumn("t_us", F.unix_micros("ts")), phases)
-        .withColumn("sec", _second())
-        .groupBy("session", "phase", "sec", "kind", "basis", "value_us")
-        .agg(F.sum("count").alias("count"))
-        .cache()
+    """Reduce the sessions: the latency buckets with Spark (two jobs: summed per phase and
+    value, and each second's chart percentiles), the small tables (a row per worker-second
+    or poll) on the driver; then every statistic from those."""
+    seconds: list[Row] = []
+    fresh: list[Row] = []
+    for session in sessions:
+        client = _small_rows(spark, session, CLIENT_DIR, CLIENT_COLUMNS)
+        seconds += stats.client_seconds(client, session.key, session.start_us, session.phases)
+        polls = _small_rows(spark, session, BROKER_DIR, BROKER_COLUMNS)
+        fresh += [row for row in polls if row["stale_reason"] == ""]
+    polls_by_session = stats.chosen_polls(fresh)
+    # The bucket rows are the bulk of a session: Spark sums them per phase and bucket (a
+    # few hundred rows per phase), and takes each second's chart percentiles in one pass.
+    timeline = Timeline(tuple(sessions))
+    located = timeline.with_second_and_phase(read_table(spark, sessions, LATENCY_DIR))
+    buckets = _collect(
+        located.groupBy("session", "phase", "kind", "basis", "value_us").agg(
+            F.sum("count").alias("count")
+        )
     )
-    polls = chosen_broker_polls(broker).cache()
-    try:
-        polls_for_charts = _in_phase(polls, phases).select(
-            "session",
-            ((F.col("t_us") - F.col("run_start_us")) / F.lit(1e6)).alias("sec"),
-            "queue_ready",
-            "queue_unacked",
-            "mem_used",
-            "mem_limit",
-            "mem_alarm",
-            "disk_alarm",
-            "unconfirmed",
-        )
-        second_lat = latency_percentiles(lat, ["session", "sec"]).select(
-            "session", "sec", "kind", "basis", "p50", "p99"
-        )
-        return Measurements(
-            phase_client=_collect(phase_client_stats(seconds)),
-            phase_latency=_collect(latency_percentiles(lat, ["session", "phase"])),
-            session_latency=_collect(latency_percentiles(lat, ["session"])),
-            session_client=_collect(session_client_stats(seconds)),
-            phase_broker=_collect(phase_broker_stats(polls, phases)),
-            seconds=_collect(seconds.orderBy("session", "sec", "phase")),
-            second_latency=_collect(second_lat.orderBy("session", "sec")),
-            broker_polls=_collect(polls_for_charts.orderBy("session", "sec")),
-        )
-    finally:
-        seconds.unpersist()
-        polls.unpersist()
-        lat.unpersist()
+    second_latency = _collect(
+        second_percentiles(located.filter(F.col("kind") == CHART_LATENCY_KIND))
+    )
+    second_latency.sort(key=lambda r: (r["session"], r["sec"]))
+    starts = {s.key: (s.start_us, s.phases) for s in sessions}
+    charted = ("queue_ready", "queue_unacked", "mem_used", "mem_limit", "mem_alarm",
+               "disk_alarm", "unconfirmed")  # fmt: skip
+    broker_polls = [
+        {"session": session, "sec": (row["t_us"] - starts[session][0]) / 1e6,
+         **{k: row[k] for k in charted}}
+        for session, rows in sorted(polls_by_session.items())
+        for row in rows
+    ]  # fmt: skip
+    return Measurements(
+        phase_client=stats.phase_client_stats(seconds),
+        phase_latency=stats.latency_percentiles(buckets, ["session", "phase"]),
+        session_latency=stats.latency_percentiles(buckets, ["session"]),
+        session_client=stats.session_client_stats(seconds),
+        phase_broker=stats.phase_broker_stats(polls_by_session, starts),
+        seconds=seconds,
+        second_latency=second_latency,
+        broker_polls=broker_polls,
+    )

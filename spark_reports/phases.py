@@ -16,6 +16,7 @@ one (format 1.0 and 1.1) keep the drain inside their last phase, as they always 
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -30,6 +31,11 @@ DRAIN_LABEL = "drain"
 
 #: Two boundary events closer than this are one boundary (a change's applied + phase pair).
 MERGE_WINDOW_S = 0.5
+
+#: A worker's row belongs to the run second holding the middle of its (one-second)
+#: interval: ``floor((ts - run start - HALF_SECOND_US) / 1 s)``; a second belongs to the
+#: phase in force at its middle (``docs/reports.md``).
+HALF_SECOND_US = 500_000
 
 #: Bounds of the first and last phase: every recorded row falls into some phase.
 BEFORE_EVERYTHING_US = -(2**62)
@@ -184,3 +190,18 @@ def split_phases(
             )
         )
     return phases
+
+
+def second_of(t_us: int, run_start_us: int) -> int:
+    """The run second a worker's row ending at ``t_us`` belongs to (``HALF_SECOND_US``)."""
+    return (t_us - run_start_us - HALF_SECOND_US) // 1_000_000
+
+
+def middle_of(second: int, run_start_us: int) -> int:
+    return run_start_us + second * 1_000_000 + HALF_SECOND_US
+
+
+def phase_at(phases: Sequence[Phase], t_us: int) -> Phase:
+    """The phase in force at ``t_us``: phases are ``[start, end)``, the first open to the
+    past and the last to the future."""
+    return phases[bisect.bisect_right([p.end_us for p in phases[:-1]], t_us)]

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from flowdeck.spark_reports.figures import SessionFigures
 from flowdeck.spark_reports.tables import Table, format_cell
 from flowdeck.spark_reports.verdict import (
+    CATCH_UP_SHARE,
     CONSUME_KEEPS_UP,
     DEPTH_GROWTH_MIN,
     DEPTH_GROWTH_SHARE,
@@ -33,7 +34,7 @@ th{background:#eeeeee;text-align:left}td.n{text-align:right;font-variant-numeric
 .scroll{overflow-x:auto}
 .note{color:#616161;font-size:12.5px;margin:2px 0}
 .v-sustainable{background:#e8f5e9}.v-back-pressured{background:#fff8e1}.v-overloaded{background:#ffebee}
-.v-drain{background:#e3f2fd}
+.v-drain{background:#e3f2fd}.v-paused{background:#eceff1}
 img{max-width:100%;background:#fff;border:1px solid #e0e0e0;margin:8px 0}
 ul.reasoning{font-size:13px;margin:4px 0 0 0}
 .rec{font-weight:600}
@@ -69,10 +70,14 @@ def thresholds_text() -> list[str]:
         "<b>sustainable</b>: neither — consumers keep up, depth flat, target reached.",
         "<b>drain</b> (not a verdict): the seconds after publishing stopped at the run's end, "
         "while consumers take what is left; no target, not judged, never a sweep row.",
+        "<b>paused</b> (not a verdict): publishers were paused throughout the phase (an alarm "
+        "still makes it overloaded); never a sweep row.",
         f"<b>recommended setting</b>: the smallest value whose throughput is ≥ "
         f"{THROUGHPUT_TOLERANCE:.0%} of the sweep's best, not overloaded, and (with "
         f"<code>--max-p99-ms</code>) within that e2e p99; a phase's throughput is its mean "
-        f"consume rate capped at its target (above it is catch-up, not capacity).",
+        f"consume rate capped at its target (above it is catch-up, not capacity); a phase "
+        f"consuming more than {CATCH_UP_SHARE:.0%} of its target is set aside when a steady "
+        f"phase ran at the same value, so the p99 quoted is the steady phase's.",
     ]
 
 

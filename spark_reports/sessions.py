@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,7 +27,9 @@ from flowdeck.engine.recording.format import (
     TABLES,
     Manifest,
     SessionFormatError,
+    conform,
     read_manifest,
+    read_part,
     readable_parts,
 )
 from flowdeck.spark_reports.inputs import is_local, local_path, normalise
@@ -216,3 +219,18 @@ def read_table(spark: SparkSession, sessions: Sequence[Session], table: str) -> 
     for frame in frames[1:]:
         result = result.unionByName(frame)
     return result
+
+
+def small_table(spark: SparkSession, session: Session, table: str) -> pa.Table:
+    """One of a session's small tables (a row per worker-second or per poll) whole, for the
+    driver: a local session's readable parts straight from disk, a remote one's through
+    Spark's reader and Arrow. Either way in the format's schema."""
+    schema = TABLES[table]
+    if session.parts is not None:
+        parts = [read_part(Path(part), schema) for part in session.parts[table]]
+        return pa.concat_tables(parts) if parts else schema.empty_table()
+    try:
+        frame = spark.read.schema(spark_schema(table)).parquet(f"{session.uri}/{table}")
+    except AnalysisException:
+        return schema.empty_table()  # no such directory on a remote file system
+    return conform(frame.toArrow(), schema, f"{session.uri}/{table}")

@@ -23,6 +23,9 @@ WINDOW_FULL = 0.90
 #: A sweep setting is "within a few percent" of the best when its throughput is at least
 #: this share of the best one.
 THROUGHPUT_TOLERANCE = 0.95
+#: A phase consuming more than this share of its target is catching up on a backlog (a
+#: slower phase before it left one): above a second's jitter, below any real catch-up.
+CATCH_UP_SHARE = 1.05
 
 
 class Verdict(StrEnum):
@@ -33,6 +36,9 @@ class Verdict(StrEnum):
     #: and no load to judge. :func:`judge` never returns it; the report gives it to the
     #: drain phase.
     DRAIN = "drain"
+    #: Not a judgement either: publishers were paused throughout the phase, so there is no
+    #: load to judge (an alarm still makes it overloaded).
+    PAUSED = "paused"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +63,31 @@ class PhaseLoad:
     #: when they take what the broker took; the rest of the publish rate is messages still
     #: in flight (a widening in-flight window), not a backlog. None or 0: compare with publish.
     confirm_rate: float | None = None
+    #: The phase's seconds, and those in which publishing was paused for all or part of
+    #: the second. 0 and 0 (the default): not known, judged as a phase that published.
+    seconds: int = 0
+    paused_s: int = 0
+
+    @property
+    def paused_throughout(self) -> bool:
+        return self.seconds > 0 and self.paused_s >= self.seconds
 
 
 def judge(load: PhaseLoad) -> tuple[Verdict, str]:
-    """The phase's verdict and the reason, in the words of the thresholds above."""
+    """The phase's verdict and the reason, in the words of the thresholds above.
+
+    A phase paused throughout has no load to judge: it is ``paused`` (``overloaded`` with
+    an alarm), and the reason says what the consumers did meanwhile."""
     overloaded: list[str] = []
     if load.alarm_s > 0:
         overloaded.append(f"memory or disk alarm for {load.alarm_s:.0f} s")
+    if load.paused_throughout:
+        consumed = f"consumers took {load.consume_rate:.1f} msg/s"
+        if load.depth_start is not None and load.depth_end is not None:
+            consumed += f", queue depth {load.depth_start:.0f} → {load.depth_end:.0f}"
+        if overloaded:
+            return Verdict.OVERLOADED, "; ".join([*overloaded, "publishers paused throughout"])
+        return Verdict.PAUSED, f"publishers paused throughout: no load to judge; {consumed}"
     if (
         load.depth_slope is not None
         and load.depth_start is not None
@@ -123,6 +147,13 @@ class SweepPoint:
     label: str = ""
     achieved: float | None = None
 
+    @property
+    def catching_up(self) -> bool:
+        """Consumed more than :data:`CATCH_UP_SHARE` of its target: a backlog left by a
+        slower phase was being taken, so its latency is the backlog's wait, not the
+        setting's."""
+        return self.achieved is not None and self.achieved > CATCH_UP_SHARE * self.throughput
+
 
 def ranked_throughput(
     value: int,
@@ -161,7 +192,14 @@ def recommend(
     """The smallest value within :data:`THROUGHPUT_TOLERANCE` of the best throughput, among
     points that are not overloaded and (when given) whose p99 is at most ``max_p99_ms``.
     Throughputs capped by :func:`ranked_throughput` are said so in the reasoning
-    (``fan_out`` as it was given there)."""
+    (``fan_out`` as it was given there).
+
+    A value is judged by its steady phases: a phase catching up on a backlog
+    (:attr:`SweepPoint.catching_up`) is set aside when a steady phase (not catching up, not
+    overloaded) ran at the same value,
+    so neither the ranking nor the p99 quoted comes from a backlog's wait. Between phases
+    of equal throughput (a capped catch-up and a steady phase at the target), the steady
+    one is the best and the one quoted."""
     if not points:
         return Recommendation(None, ("no phases to compare",))
     repeated = {v for v in (p.value for p in points) if sum(q.value == v for q in points) > 1}
@@ -173,7 +211,12 @@ def recommend(
             return f"{plain} ({point.label})"
         return plain
 
-    best = max(points, key=lambda p: p.throughput)
+    steady_values = {
+        p.value for p in points if not p.catching_up and p.verdict is not Verdict.OVERLOADED
+    }
+    set_aside = [p for p in points if p.catching_up and p.value in steady_values]
+    ranked = [p for p in points if p not in set_aside]
+    best = max(ranked, key=lambda p: (p.throughput, not p.catching_up))
     floor = THROUGHPUT_TOLERANCE * best.throughput
     reasoning = [
         f"best throughput {best.throughput:.1f} msg/s at {name(best)}; "
@@ -192,7 +235,14 @@ def recommend(
             + ", ".join(f"{name(p)} {p.achieved:.1f} → {p.throughput:.1f} msg/s" for p in capped)
         )
     candidates: list[SweepPoint] = []
-    for point in sorted(points, key=lambda p: (p.value, -p.throughput)):
+    for point in sorted(points, key=lambda p: (p.value, p.catching_up, -p.throughput)):
+        if point in set_aside:
+            reasoning.append(
+                f"{name(point)}: set aside (catching up on a backlog at "
+                f"{point.achieved or 0.0:.1f} msg/s, p99 {_ms(point.p99_ms)}: the steady "
+                f"phase at {setting}={point.value} stands for this value)"
+            )
+            continue
         why_not: list[str] = []
         if point.throughput < floor:
             why_not.append(f"{point.throughput:.1f} msg/s is below {floor:.1f}")
@@ -216,12 +266,12 @@ def recommend(
     if not candidates:
         reasoning.append("no value meets every condition: no recommendation")
         return Recommendation(None, tuple(reasoning))
-    chosen = min(candidates, key=lambda p: p.value)
+    chosen = min(candidates, key=lambda p: (p.value, p.catching_up, -p.throughput))
     reasoning.append(
-        f"recommended {setting}={chosen.value}: the smallest candidate "
+        f"recommended {name(chosen)}: the smallest candidate "
         f"({chosen.throughput / best.throughput:.0%} of the best throughput, "
         f"p99 {_ms(chosen.p99_ms)}"
-        + (f" vs {_ms(best.p99_ms)} at the best)" if best.value != chosen.value else ")")
+        + (f" vs {_ms(best.p99_ms)} at the best)" if best is not chosen else ")")
     )
     return Recommendation(chosen.value, tuple(reasoning))
 

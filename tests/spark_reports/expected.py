@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
+import math
 import statistics
 from collections import defaultdict
+from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
 from hdrh.histogram import HdrHistogram
 
 from flowdeck.engine.latency import (
@@ -86,3 +90,45 @@ def alarm_seconds(session: SyntheticSession, bounds: tuple[float, float]) -> flo
         if poll["mem_alarm"] and hi > lo:
             total += hi - lo
     return total
+
+
+def recompute_from_parquet(
+    path: Path, run_start: float, boundaries: list[float]
+) -> list[dict[str, Any]]:
+    """Per phase, every rate, client count and e2e latency figure of a session, read back
+    from its Parquet files with pyarrow and merged with HdrHistogram — no flowdeck code —
+    by the rules ``docs/reports.md`` states: a row's second holds the middle of its
+    one-second interval (``floor(ts - 0.5 s - start)``), a second belongs to the phase in
+    force at its middle, rates are summed over workers per second, client counts are the
+    largest any worker recorded."""
+    client = pq.read_table(path / "client").to_pylist()
+    latency = pq.read_table(path / "latency").to_pylist()
+
+    def second(row: dict[str, Any]) -> int:
+        return math.floor(unix(row) - 0.5 - run_start)
+
+    def phase(sec: int) -> int:
+        return bisect.bisect_right(boundaries, run_start + sec + 0.5)
+
+    figures: list[dict[str, Any]] = []
+    for index in range(len(boundaries) + 1):
+        rows = [r for r in client if r["interval_s"] >= 0.5 and phase(second(r)) == index]
+        result: dict[str, Any] = {
+            "publishers": max(r["publishers"] for r in rows),
+            "consumers": max(r["consumers"] for r in rows),
+        }
+        for column, name in (("published", "publish"), ("confirmed", "confirm"),
+                             ("consumed", "consume")):  # fmt: skip
+            per_second: dict[int, float] = defaultdict(float)
+            for r in rows:
+                per_second[second(r)] += r[column] / r["interval_s"]
+            values = list(per_second.values())
+            result[f"{name} mean"] = statistics.fmean(values)
+            result[f"{name} sd"] = statistics.pstdev(values)
+            result[f"{name} min"] = min(values)
+        for kind, basis in (("e2e", "actual"), ("e2e", "intended"), ("confirm", "actual")):
+            merged = hdr_merged([r for r in latency if phase(second(r)) == index], kind, basis)
+            result[f"{kind} {basis} p99"] = merged.get_value_at_percentile(99)
+            result[f"{kind} {basis} count"] = merged.get_total_count()
+        figures.append(result)
+    return figures

@@ -94,6 +94,10 @@ def write_session(
     queue_type: str = "quorum",
     drain_seconds: int = 0,
     drain_event: bool = True,
+    worker_offset_s: float = 0.0,
+    boundary_offset_s: float = 0.0,
+    extra_events: list[dict[str, Any]] | None = None,
+    summary: dict[str, Any] | None = None,
 ) -> SyntheticSession:
     """Write a session of ``len(plans)`` phases; rows are at whole seconds after ``start``.
 
@@ -102,6 +106,14 @@ def write_session(
     ``drain_seconds`` adds the seconds after publishing stopped, as the engine records them:
     target 0, nothing published, consumers taking the backlog; with ``drain_event`` the
     ``drain`` event of format 1.2 marks where they begin (without it, a 1.1 session).
+    ``worker_offset_s``: worker ``w`` snapshots ``w × worker_offset_s`` after worker 0, as
+    real workers do at offsets of their own; ``boundary_offset_s`` moves every change's
+    events that far after the whole second (between two workers' snapshots when it is
+    below the worker offset). The second after a paused one publishes half its rate: its
+    interval began paused, as the engine records a resume. Every worker records the run's
+    whole count of publishers and consumers (one each per worker), as the engine does.
+    ``extra_events`` (``at`` in seconds since ``start``) and ``summary`` (the manifest's
+    end-of-run summary) add faults and data-safety figures.
     """
     rng = random.Random(seed)
     path = root / name
@@ -113,6 +125,7 @@ def write_session(
     mapper = new_histogram()
     depth = 0.0
     second = 0
+    previous_paused = False
     events: list[dict[str, Any]] = [
         {"at": start, "kind": "run_started", "message": "run started", "change_id": None,
          "detail": {}},
@@ -134,7 +147,7 @@ def write_session(
             events.append({"at": at, "kind": "drain", "message": "publishing stopped (completed)",
                            "change_id": None, "detail": {"drain_seconds": 30.0}})  # fmt: skip
         elif index and not draining:
-            at = start + second
+            at = start + second + boundary_offset_s
             session.boundaries.append(at)
             label = plan.label or f"inflight={plan.inflight}"
             events.append(
@@ -163,17 +176,22 @@ def write_session(
             tail = plan.seconds - local  # 1 on the phase's last second
             paused = local < plan.paused_seconds
             publishing = not paused and not draining
+            resumed = not paused and previous_paused
+            previous_paused = paused
             for worker in range(workers):
                 published = int(plan.rate * plan.publish_share) + rng.randint(-3, 3)
-                consumed = int(published * plan.consume_share) + rng.randint(-1, 1)
+                if resumed:
+                    published //= 2
+                consumed = max(0, int(published * plan.consume_share) + rng.randint(-1, 1))
                 pending = int(plan.inflight * plan.pending_share) + rng.randint(0, 2)
                 if draining:
                     published, pending = 0, 0
                     consumed = int(plan.rate * plan.consume_share / (local + 2))
                 elif paused:
                     published, consumed, pending = 0, 0, 0
+                at_worker = now + worker * worker_offset_s
                 session.client.append({
-                    "ts": _ts(now), "elapsed_s": float(second), "worker": worker,
+                    "ts": _ts(at_worker), "elapsed_s": at_worker - start, "worker": worker,
                     "interval_s": 1.0, "published": published,
                     "confirmed": max(0, published - rng.randint(0, 1)), "nacked": 0,
                     "returned": 0,
@@ -183,7 +201,7 @@ def write_session(
                     "blocked_connections": 1 if tail <= plan.blocked_seconds and worker == 0 else 0,
                     "target_rate": plan.rate if publishing else 0.0, "inflight": plan.inflight,
                     "prefetch": plan.prefetch, "ack_every": plan.ack_every, "rate": plan.rate,
-                    "publishers": 1, "consumers": 1, "paused": paused,
+                    "publishers": workers, "consumers": workers, "paused": paused,
                 })  # fmt: skip
                 for kind, basis in KINDS:
                     scale = plan.latency_us * (0.5 if kind == "confirm" else 1.0)
@@ -206,7 +224,7 @@ def write_session(
                         )
                     for value_us, count in buckets:
                         session.latency.append({
-                            "ts": _ts(now), "elapsed_s": float(second), "worker": worker,
+                            "ts": _ts(at_worker), "elapsed_s": at_worker - start, "worker": worker,
                             "kind": kind, "basis": basis, "value_us": value_us, "count": count,
                         })  # fmt: skip
             depth = depth / 2 if draining else max(0.0, depth + plan.depth_growth)
@@ -223,6 +241,9 @@ def write_session(
                 "queue_unacked": 0, "connections": 2 * workers, "connections_blocked": 0,
                 "connections_blocking": 0,
             })  # fmt: skip
+    for extra in extra_events or []:
+        events.append({"change_id": None, "detail": {}, **extra, "at": start + extra["at"]})
+    events.sort(key=lambda e: float(e["at"]))
     events.append({"at": end, "kind": "run_stopped", "message": "run completed",
                    "change_id": None, "detail": {}})  # fmt: skip
     _write(path / CLIENT_DIR, session.client, CLIENT_SCHEMA, 60 * workers)
@@ -239,6 +260,7 @@ def write_session(
         outcome=OUTCOME_COMPLETED,
         host="synthetic",
         versions={"flowdeck": "test"},
+        summary=summary,
     )  # fmt: skip
     (path / MANIFEST).write_text(json.dumps(manifest.to_json()), encoding="utf-8")
     (path / EVENTS).write_text("".join(json.dumps(e) + "\n" for e in events), encoding="utf-8")

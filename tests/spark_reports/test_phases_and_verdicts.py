@@ -146,7 +146,8 @@ def test_a_catch_up_burst_above_the_target_does_not_win_the_ranking() -> None:
     assert [p.throughput for p in points] == [1960.0, 1500.0, 2000.0, 2000.0]
     chosen = recommend("inflight", points)
     assert chosen.value == 1  # 1960 >= 95% of 2000; uncapped, 2400 would have needed 2280
-    assert chosen.reasoning[0].startswith("best throughput 2000.0 msg/s at inflight=25")
+    # inflight=25 and 100 rank equal at the target: the steady one is the best quoted
+    assert chosen.reasoning[0].startswith("best throughput 2000.0 msg/s at inflight=100")
     assert chosen.reasoning[1] == (
         "throughput capped at the phase's target where the consume mean exceeded it "
         "(catch-up on a backlog, not capacity): inflight=25 2400.0 → 2000.0 msg/s"
@@ -181,3 +182,39 @@ def test_phases_at_the_same_value_are_told_apart_by_label() -> None:
         chosen.reasoning
     )
     assert "inflight=20: candidate (1923.9 msg/s, p99 12.60 ms)" in chosen.reasoning
+
+
+def test_a_phase_paused_throughout_is_paused_not_judged_as_publishing() -> None:
+    paused = load(publish_rate=0.0, consume_rate=50.0, target_rate=None, seconds=5,
+                  paused_s=5, depth_start=100.0, depth_end=0.0)  # fmt: skip
+    verdict, why = judge(paused)
+    assert verdict is Verdict.PAUSED
+    assert why == (
+        "publishers paused throughout: no load to judge; consumers took 50.0 msg/s, "
+        "queue depth 100 → 0"
+    )
+    verdict, why = judge(load(target_rate=None, seconds=5, paused_s=5, alarm_s=2.0))
+    assert verdict is Verdict.OVERLOADED and "alarm for 2 s" in why
+    # Partly paused: judged as before, over the seconds not paused.
+    assert judge(load(seconds=5, paused_s=1))[0] is Verdict.SUSTAINABLE
+
+
+def test_a_catch_up_is_set_aside_for_the_steady_phase_at_its_value() -> None:
+    # A live run: at inflight=100 a steady phase (p99 8.32 ms) and, after the consumers
+    # stopped, a catch-up at 5648 msg/s (p99 2932 ms) — the recommendation quotes the first.
+    points = [
+        ranked_throughput(20, 1923.9, 2000.0, 12.6, Verdict.SUSTAINABLE, "start"),
+        ranked_throughput(100, 1999.5, 2000.0, 8.32, Verdict.SUSTAINABLE, "inflight=100"),
+        ranked_throughput(100, 5648.2, 2000.0, 2932.0, Verdict.SUSTAINABLE, "consumers=1"),
+    ]
+    assert [p.catching_up for p in points] == [False, False, True]
+    chosen = recommend("inflight", points)
+    assert chosen.reasoning[0].startswith("best throughput 1999.5 msg/s at inflight=100;")
+    assert (
+        "inflight=100 (consumers=1): set aside (catching up on a backlog at 5648.2 msg/s, "
+        "p99 2932.00 ms: the steady phase at inflight=100 stands for this value)"
+    ) in chosen.reasoning
+    assert chosen.reasoning[-1] == (
+        "recommended inflight=20: the smallest candidate (96% of the best throughput, "
+        "p99 12.60 ms vs 8.32 ms at the best)"
+    )

@@ -175,29 +175,34 @@ def test_sessions_side_by_side(
     names = [t.name for t in compared.tables]
     assert names[:2] == ["sessions", "comparison-inflight"]
     side = read_csv(compared.out_dir / "sessions.csv")
-    assert list(side[0].keys()) == ["", "quorum-sweep", "classic-sweep"]
+    # runs are named by what sets them apart, never by position
+    quorum, classic_name = "quorum-sweep (queue quorum)", "classic-sweep (queue classic)"
+    assert list(side[0].keys()) == ["", quorum, classic_name]
     by_metric = {row[""]: row for row in side}
-    assert by_metric["queue type"]["classic-sweep"] == "classic"
-    assert num(by_metric["duration s"]["classic-sweep"]) == 45
+    assert by_metric["sets it apart"][classic_name] == "queue classic"
+    assert by_metric["queue type"][classic_name] == "classic"
+    assert num(by_metric["duration s"][classic_name]) == 45
     # whole-run e2e p99 of the classic session, merged over all its phases
     classic = sessions["classic"]
     want = exp.percentiles_us(classic.latency, "e2e", "actual")
-    assert num(by_metric["e2e p99 ms"]["classic-sweep"]) == want["p99"] / 1000
+    assert num(by_metric["e2e p99 ms"][classic_name]) == want["p99"] / 1000
 
     comparison = read_csv(compared.out_dir / "comparison-inflight.csv")
     assert [int(r["In-flight limit"]) for r in comparison] == [10, 20, 40]
     quorum_sweep = read_csv(single.out_dir / "quorum-sweep-sweep-inflight.csv")
     for row, alone in zip(comparison, quorum_sweep, strict=True):
-        assert row["msg/s · quorum-sweep"] == alone["msg/s"]
-        assert row["p99 ms · quorum-sweep"] == alone["p99 ms"]
+        assert row[f"msg/s · {quorum}"] == alone["msg/s"]
+        assert row[f"p99 ms · {quorum}"] == alone["p99 ms"]
     bounds = exp.phase_bounds(classic)
     for row, phase_bounds in zip(comparison, bounds, strict=True):
         latency = exp.rows_in(classic.latency, phase_bounds)
         want = exp.percentiles_us(latency, "e2e", "actual")
-        assert num(row["p75 ms · classic-sweep"]) == want["p75"] / 1000
+        assert num(row[f"p75 ms · {classic_name}"]) == want["p75"] / 1000
     page = compared.html_path.read_text(encoding="utf-8")
     assert "<h1>quorum vs classic</h1>" in page
-    assert "Sessions compared" in page
+    assert "Runs compared" in page
+    # one comparison chart for the benchmark, then each session's three
+    assert page.count("data:image/png;base64,") == 1 + 2 * 3
 
 
 def test_the_drain_is_a_phase_of_its_own_without_a_target(
@@ -222,7 +227,8 @@ def test_the_drain_is_a_phase_of_its_own_without_a_target(
             assert num(row[f"{name} min"]) == round(low, 3)
     flow = read_csv(drained.out_dir / "drained-sweep-flow.csv")
     assert [r["verdict"] for r in flow] == ["sustainable", "sustainable", "sustainable", "drain"]
-    assert "2 s paused, left out of the target comparison" in flow[2]["why"]
+    # 2 s paused and the second that resumed: 3 s with publishing paused in them
+    assert "3 s paused (for all or part of the second), left out of the target" in (flow[2]["why"])
     assert flow[3]["why"].startswith("the drain: publishing stopped at 36.0 s")
     assert "back-pressured" not in flow[3]["why"] and "target (<" not in flow[3]["why"]
     page = drained.html_path.read_text(encoding="utf-8")
@@ -409,8 +415,8 @@ def test_report_skips_a_garbage_part_and_an_unreadable_session(
     assert not list(out.glob("classic-sweep-*"))
 
 
-def test_phase_target_is_over_the_seconds_not_paused(spark: Any) -> None:
-    from flowdeck.spark_reports.measure import phase_client_stats
+def test_phase_target_is_over_the_seconds_not_paused() -> None:
+    from flowdeck.spark_reports.stats import phase_client_stats
 
     def second(phase: int, sec: int, target: float | None, paused: int) -> dict[str, Any]:
         publish = 0.0 if paused or target is None else 200.0
@@ -427,18 +433,10 @@ def test_phase_target_is_over_the_seconds_not_paused(spark: Any) -> None:
         *(second(1, s, 200.0 if s < 15 else None, 0) for s in range(10, 20)),
         *(second(2, s, None, 1) for s in range(20, 25)),  # paused throughout
     ]
-    schema = ("session string, phase int, sec long, publish_rate double, confirm_rate double, "
-              "consume_rate double, nack_rate double, return_rate double, "
-              "pending_confirms long, unacked long, blocked_connections long, "
-              "target_rate double, inflight int, prefetch int, ack_every int, rate double, "
-              "publishers long, consumers long, paused int")  # fmt: skip
-    stats = {
-        r["phase"]: r
-        for r in (row.asDict() for row in
-                  phase_client_stats(spark.createDataFrame(rows, schema)).collect())
-    }  # fmt: skip
+    stats = {r["phase"]: r for r in phase_client_stats(rows)}
     assert stats[0]["target_rate"] == 200.0
     assert stats[0]["publish_rate_mean"] == 160.0  # the paused seconds count, at 0
     assert stats[0]["publish_rate_unpaused_mean"] == 200.0  # what the target is compared with
     assert stats[1]["target_rate"] is None  # as before the drain event existed
     assert stats[2]["target_rate"] is None
+    assert (stats[0]["paused_s"], stats[2]["paused_s"], stats[0]["publishers"]) == (2, 5, 2)

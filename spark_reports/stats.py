@@ -1,0 +1,284 @@
+"""Per-phase and whole-run statistics over the small frames Spark reduced the session to
+(pure Python, no Spark).
+
+Spark reads every recorded row and reduces them to a row per second (client figures summed
+over workers), a row per broker poll, and a row per phase and latency bucket
+(``spark_reports.measure``); the statistics over those few thousand rows are computed here,
+once, by the rules ``docs/reports.md`` states. Doing them on the driver saves a Spark job
+per statistic, and these rows reach the driver for the charts anyway.
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from flowdeck.spark_reports.phases import Phase, middle_of, phase_at, second_of
+
+PERCENTILES: tuple[int, ...] = (50, 75, 95, 99)
+#: Client rows covering less than this many seconds are left out of rates and gauges.
+MIN_INTERVAL_S = 0.5
+_COUNTS = (("published", "publish"), ("confirmed", "confirm"), ("consumed", "consume"),
+           ("nacked", "nack"), ("returned", "return"))  # fmt: skip
+_GAUGES = ("pending_confirms", "unacked", "blocked_connections")
+Row = dict[str, Any]
+SETTINGS: tuple[str, ...] = ("inflight", "prefetch", "ack_every", "rate", "publishers",
+                             "consumers")  # fmt: skip
+
+
+def _grouped(rows: Iterable[Row], *keys: str) -> dict[tuple[Any, ...], list[Row]]:
+    groups: dict[tuple[Any, ...], list[Row]] = defaultdict(list)
+    for row in rows:
+        groups[tuple(row[k] for k in keys)].append(row)
+    return groups
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def _known(rows: Iterable[Row], column: str) -> list[Any]:
+    return [row[column] for row in rows if row.get(column) is not None]
+
+
+def _mode(values: Sequence[Any]) -> Any:
+    """The value most seconds had (the earliest of equally common ones)."""
+    return Counter(values).most_common(1)[0][0] if values else None
+
+
+def client_seconds(
+    rows: Iterable[Row], session: str, run_start_us: int, phases: Sequence[Phase]
+) -> list[Row]:
+    """One row per run second of a session's client rows (``t_us`` and the client table's
+    columns), summed over workers, in time order.
+
+    A worker's row belongs to the second holding the middle of its interval and the second
+    to the phase in force at its middle (``phases.second_of``); rows covering less than
+    :data:`MIN_INTERVAL_S` (the run's cut-short last interval) are left out, as they would
+    read as a dip that never happened. Per worker and second: counts over its intervals'
+    length, gauges and settings as at its last row, paused when publishing was paused at
+    either end of an interval (the worker's previous row says how it began). Per second:
+    rates and gauges summed over workers; the target summed, none when a worker had 0 (no
+    rate limit, paused, stopped); settings and client counts the largest any worker
+    recorded (each records the run's whole count, so never their sum)."""
+    per_worker: dict[tuple[int, int], list[Row]] = defaultdict(list)
+    began_paused: dict[int, bool] = {}
+    for row in sorted(rows, key=lambda r: (r["worker"], r["t_us"])):
+        paused = bool(row["paused"]) or began_paused.get(row["worker"], False)
+        began_paused[row["worker"]] = bool(row["paused"])
+        if row["interval_s"] < MIN_INTERVAL_S:
+            continue
+        second = second_of(row["t_us"], run_start_us)
+        per_worker[(second, row["worker"])].append({**row, "paused": paused})
+    seconds: dict[int, list[Row]] = defaultdict(list)
+    for (second, _), intervals in per_worker.items():
+        last = intervals[-1]
+        length = sum(r["interval_s"] for r in intervals)
+        worker: Row = {f"{name}_rate": sum(r[count] for r in intervals) / length
+                       for count, name in _COUNTS}  # fmt: skip
+        worker.update({name: last[name] for name in (*_GAUGES, "target_rate", *SETTINGS)})
+        worker["paused"] = int(any(r["paused"] for r in intervals))
+        seconds[second].append(worker)
+    result = []
+    for second in sorted(seconds):
+        workers = seconds[second]
+        targets = [w["target_rate"] for w in workers]
+        figures: Row = {
+            "session": session,
+            "phase": phase_at(phases, middle_of(second, run_start_us)).index,
+            "sec": second,
+            **{f"{name}_rate": sum(w[f"{name}_rate"] for w in workers) for _, name in _COUNTS},
+            **{gauge: sum(w[gauge] for w in workers) for gauge in _GAUGES},
+            "target_rate": sum(targets) if min(targets) > 0 else None,
+            **{name: max(w[name] for w in workers) for name in SETTINGS},
+            "paused": max(w["paused"] for w in workers),
+        }
+        result.append(figures)
+    return result
+
+
+def phase_client_stats(seconds: Iterable[Row]) -> list[Row]:
+    """Per session and phase: rate means, population standard deviations and minima over
+    its seconds, the target over its seconds not paused (when each of them has one), gauge
+    means and maxima, blocked and paused seconds, and each setting's most common value."""
+    result = []
+    for (session, phase), rows in _grouped(seconds, "session", "phase").items():
+        running = [r for r in rows if not r.get("paused")]
+        stats: Row = {"session": session, "phase": phase, "seconds": len(rows)}
+        stats["publish_rate_unpaused_mean"] = _mean(_known(running, "publish_rate"))
+        for name in ("publish_rate", "confirm_rate", "consume_rate"):
+            values = _known(rows, name)
+            stats[f"{name}_mean"] = _mean(values)
+            stats[f"{name}_sd"] = statistics.pstdev(values) if values else None
+            stats[f"{name}_min"] = min(values, default=None)
+        stats["nack_rate_mean"] = _mean(_known(rows, "nack_rate"))
+        stats["return_rate_mean"] = _mean(_known(rows, "return_rate"))
+        targets = _known(running, "target_rate")
+        # Paused seconds have no target and are left out; a second publishing without one
+        # (no rate limit, or a 1.0/1.1 session's drain) leaves the phase without.
+        stats["target_rate"] = (
+            statistics.fmean(targets) if running and len(targets) == len(running) else None
+        )
+        for gauge in ("pending_confirms", "unacked"):
+            values = _known(rows, gauge)
+            stats[f"{gauge}_mean"] = _mean(values)
+            stats[f"{gauge}_max"] = max(values, default=None)
+        stats["blocked_s"] = sum(1 for r in rows if (r.get("blocked_connections") or 0) > 0)
+        stats["paused_s"] = sum(int(r.get("paused") or 0) for r in rows)
+        for name in SETTINGS:
+            stats[name] = _mode(_known(sorted(rows, key=lambda r: r["sec"]), name))
+        result.append(stats)
+    return result
+
+
+def session_client_stats(seconds: Iterable[Row]) -> list[Row]:
+    """Per session: seconds with data, whole-run rate means, the largest pending confirms
+    and the seconds with a blocked connection."""
+    result = []
+    for (session,), rows in _grouped(seconds, "session").items():
+        result.append(
+            {
+                "session": session,
+                "seconds": len({r["sec"] for r in rows}),
+                "publish_rate_mean": _mean(_known(rows, "publish_rate")),
+                "confirm_rate_mean": _mean(_known(rows, "confirm_rate")),
+                "consume_rate_mean": _mean(_known(rows, "consume_rate")),
+                "pending_confirms_max": max(_known(rows, "pending_confirms"), default=None),
+                "blocked_s": sum(1 for r in rows if (r.get("blocked_connections") or 0) > 0),
+            }
+        )
+    return result
+
+
+def percentile(buckets: Sequence[tuple[int, int]], q: float, total: int) -> int | None:
+    """The first bucket value (buckets sorted by value) whose running count reaches
+    ``max(1, int(q × total / 100 + 0.5))``: what an HDR histogram holding them reports."""
+    wanted = max(1, int(float(q) * float(total) / 100.0 + 0.5))
+    running = 0
+    for value, count in buckets:
+        running += count
+        if running >= wanted:
+            return value
+    return None
+
+
+def latency_percentiles(buckets: Iterable[Row], keys: Sequence[str]) -> list[Row]:
+    """Count, p50/p75/p95/p99 and max per ``keys`` × kind × basis, merged exactly from
+    bucket rows (``value_us``, ``count``): counts of one value are summed first."""
+    merged: dict[tuple[Any, ...], Counter[int]] = defaultdict(Counter)
+    for row in buckets:
+        if row["count"] > 0:
+            merged[(*(row[k] for k in keys), row["kind"], row["basis"])][row["value_us"]] += row[
+                "count"
+            ]
+    result = []
+    for key, counts in merged.items():
+        ordered = sorted(counts.items())
+        total = sum(counts.values())
+        figures: Row = dict(zip([*keys, "kind", "basis"], key, strict=True))
+        figures["count"] = total
+        for q in PERCENTILES:
+            figures[f"p{q}"] = percentile(ordered, q, total)
+        figures["max"] = ordered[-1][0]
+        result.append(figures)
+    return result
+
+
+def chosen_polls(polls: Iterable[Row]) -> dict[str, list[Row]]:
+    """Per session, the fresh polls of its main source (the one with most fresh polls; on
+    a tie the later name), in time order."""
+    by_source = _grouped(polls, "session", "source")
+    chosen: dict[str, tuple[int, str]] = {}
+    for (session, source), rows in by_source.items():
+        chosen[session] = max(chosen.get(session, (0, "")), (len(rows), source))
+    return {
+        session: sorted(by_source[(session, source)], key=lambda r: r["t_us"])
+        for session, (_, source) in chosen.items()
+    }
+
+
+def _slope(points: Sequence[tuple[float, float]]) -> float | None:
+    """Least-squares slope; None below two points or with no spread in time."""
+    if len(points) < 2:
+        return None
+    mean_x = statistics.fmean(x for x, _ in points)
+    mean_y = statistics.fmean(y for _, y in points)
+    spread = sum((x - mean_x) ** 2 for x, _ in points)
+    if spread <= 0:
+        return None
+    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
+
+
+def _first_last(rows: Sequence[Row], column: str) -> tuple[Any, Any]:
+    known = [r[column] for r in rows if r.get(column) is not None]
+    return (known[0], known[-1]) if known else (None, None)
+
+
+def phase_broker_stats(
+    polls: Mapping[str, list[Row]], phases: Mapping[str, tuple[int, Sequence[Phase]]]
+) -> list[Row]:
+    """Per session and phase, over the polls taken while it was in force: depth at its
+    first and last poll, the largest depth and the least-squares slope (msg/s), memory
+    peak, blocked connections; and the seconds in alarm, a poll's state holding until the
+    next poll (or the run's end). ``phases``: per session, its run start (µs) and phases."""
+    result = []
+    for session, rows in polls.items():
+        run_start, session_phases = phases[session]
+        run_end = session_phases[-1].finish_us
+        ends = [p.end_us for p in session_phases]
+        in_phase: dict[int, list[Row]] = defaultdict(list)
+        for row in rows:
+            in_phase[session_phases[bisect.bisect_right(ends, row["t_us"])].index].append(row)
+        for phase in session_phases:
+            mine = in_phase.get(phase.index, [])
+            alarm = _alarm_seconds(rows, phase, run_end)
+            if not mine and alarm is None:
+                continue
+            first, last = _first_last(mine, "queue_ready")
+            depths = [
+                ((r["t_us"] - run_start) / 1e6, float(r["queue_ready"]))
+                for r in mine
+                if r.get("queue_ready") is not None
+            ]
+            stat: Row = {
+                "session": session,
+                "phase": phase.index,
+                "polls": len(mine) or None,
+                "depth_start": first,
+                "depth_end": last,
+                "depth_max": max(_known(mine, "queue_ready"), default=None),
+                "depth_slope": _slope(depths),
+                "mem_peak": max(_known(mine, "mem_used"), default=None),
+                "mem_limit": max(_known(mine, "mem_limit"), default=None),
+                "connections_blocked_max": max(_known(mine, "connections_blocked"), default=None),
+            }
+            stat.update(alarm or {"mem_alarm_s": None, "disk_alarm_s": None, "alarm_s": None})
+            result.append(stat)
+    return result
+
+
+def _alarm_seconds(rows: Sequence[Row], phase: Phase, run_end: int | None) -> Row | None:
+    """Seconds of the phase in memory alarm, disk alarm and either; None when no poll's
+    interval overlaps the phase."""
+    spans: dict[str, float] = {"mem_alarm_s": 0.0, "disk_alarm_s": 0.0, "alarm_s": 0.0}
+    overlapping = False
+    for index, row in enumerate(rows):
+        begin = row["t_us"]
+        until = rows[index + 1]["t_us"] if index + 1 < len(rows) else (run_end or begin)
+        if not (begin < phase.end_us and until > phase.start_us):
+            continue
+        end = min(until, phase.end_us, run_end if run_end is not None else until)
+        span = (end - max(begin, phase.start_us)) / 1e6
+        if span <= 0:
+            continue  # polls after the run's end hold for 0 s
+        overlapping = True
+        if row.get("mem_alarm"):
+            spans["mem_alarm_s"] += span
+        if row.get("disk_alarm"):
+            spans["disk_alarm_s"] += span
+        if row.get("mem_alarm") or row.get("disk_alarm"):
+            spans["alarm_s"] += span
+    return spans if overlapping else None
