@@ -7,6 +7,12 @@ over that snapshot's own interval, and summed; a worker silent for longer than
 ``STALE_AFTER`` seconds contributes no rate (its totals still count). Latency histograms
 cover each snapshot's interval only: a tick merges the ones that arrived since the last
 tick, and the run keeps a merged histogram of everything for the summary.
+
+A tick covers the run up to its own time: the snapshots taken after it wait for the next
+tick. The controller ticks once per run second and names the second; when its loop wakes
+late on a loaded machine it ticks each missed second in turn at that second's end, and
+each of them shows that second's snapshots, not all of them on the first and none on the
+others.
 """
 
 from __future__ import annotations
@@ -128,11 +134,18 @@ class SnapshotAggregator:
         self._latest: dict[int, ClientSnapshot] = {}
         self._rates: dict[int, Rates] = {}
         self._since_tick: list[ClientSnapshot] = []
+        self._waiting: list[ClientSnapshot] = []  # taken after the last tick's time
         self._run_latency: dict[LatencyKey, HdrHistogram] = {
             key: new_histogram() for key in LATENCY_KEYS
         }
 
     def add(self, snap: ClientSnapshot) -> None:
+        """A snapshot as it arrives: it counts in the first tick at or after its time (and
+        in the run's latency at once)."""
+        self._waiting.append(snap)
+        merge_latency([snap], self._run_latency)
+
+    def _apply(self, snap: ClientSnapshot) -> None:
         previous = self._latest.get(snap.worker)
         if previous is not None and snap.at < previous.at:
             return  # a late duplicate; counters are cumulative, the newer one already counts
@@ -141,7 +154,6 @@ class SnapshotAggregator:
         self._rates[snap.worker] = rates_between(base, snap.counters, seconds)
         self._latest[snap.worker] = snap
         self._since_tick.append(snap)
-        merge_latency([snap], self._run_latency)
 
     @property
     def totals(self) -> Counters:
@@ -151,7 +163,12 @@ class SnapshotAggregator:
         return total
 
     def tick(self, now: float) -> Aggregate:
-        """Aggregate over workers at ``now``; starts a new latency window."""
+        """Aggregate over workers at ``now`` (the snapshots taken by then); starts a new
+        latency window."""
+        due = sorted((s for s in self._waiting if s.at <= now), key=lambda s: s.at)
+        self._waiting = [s for s in self._waiting if s.at > now]
+        for snap in due:
+            self._apply(snap)
         live = [w for w, s in self._latest.items() if now - s.at <= STALE_AFTER]
         window = merge_latency(self._since_tick)
         errors = tuple(e for s in self._since_tick for e in s.errors)
@@ -187,6 +204,7 @@ def assemble_tick(
     next_step: ScheduleStep | None,
     workers: int,
     final: Counters | None = None,
+    second: int = 0,
 ) -> Tick:
     """The Tick the screen shows, from one tick's aggregate and what the controller keeps.
 
@@ -222,4 +240,5 @@ def assemble_tick(
         next_step_at=next_step.at if next_step else None,
         next_step=next_step.change if next_step else None,
         workers=workers,
+        second=second,
     )

@@ -35,7 +35,9 @@ class WorkerAssignment:
     workers: int
     spec: RunSpec
     start_at: float
-    uri: str  # the broker URI with the password (the spec's may come from elsewhere)
+    #: The broker's node URIs with the password (the spec's may come from elsewhere);
+    #: clients spread over them round-robin.
+    uris: tuple[str, ...]
 
 
 @dataclass(frozen=True, slots=True)

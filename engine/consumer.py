@@ -39,7 +39,16 @@ class ConsumerTally:
     them).
     """
 
-    __slots__ = ("acked", "consumed", "duplicates", "foreign", "redelivered", "sequences")
+    __slots__ = (
+        "acked",
+        "consumed",
+        "duplicates",
+        "first_ns",
+        "foreign",
+        "last_ns",
+        "redelivered",
+        "sequences",
+    )
 
     def __init__(self, sequences: dict[int, SequenceSet]) -> None:
         self.consumed = 0
@@ -48,6 +57,9 @@ class ConsumerTally:
         self.duplicates = 0
         self.foreign = 0  # messages not from this run (too short, or sent before it began)
         self.sequences = sequences
+        #: Unix ns of the first and last delivery of this run's messages (0: none yet).
+        self.first_ns = 0
+        self.last_ns = 0
 
 
 class ConsumerChannel(NullListener):
@@ -85,6 +97,9 @@ class ConsumerChannel(NullListener):
                 if not tracker.add(sequence):
                     tally.duplicates += 1
                 now = time.time_ns()
+                if not tally.first_ns:
+                    tally.first_ns = now
+                tally.last_ns = now
                 latency = consumer.latency
                 latency.actual.append(now - actual)
                 latency.intended.append(now - intended)

@@ -26,7 +26,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flowdeck.collectors import credentials_from_uri, management_url_for
+from flowdeck.collectors import Broker
 from flowdeck.collectors.broker_uri import mask_text
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine import topology
@@ -41,21 +41,32 @@ from flowdeck.engine.commands import (
     WorkerEvent,
     WorkerMessage,
 )
+from flowdeck.engine.credentials import broker_of
 from flowdeck.engine.errors import FlowdeckError
 from flowdeck.engine.events import EventKind, RunEvent
-from flowdeck.engine.ledger import ChangeLedger, Pending
+from flowdeck.engine.ledger import ChangeLedger, Pending, Schedule
 from flowdeck.engine.process import (
     DEFAULT_RUNTIME,
     InProcessWorker,
+    Placement,
     ProcessWorker,
+    StartingHost,
     WorkerFailed,
     WorkerHost,
+    WorkerLost,
     load_runtime,
 )
-from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick
+from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick, mean_rate
 from flowdeck.engine.settings import apply_change, steerable
 from flowdeck.engine.sinks import Listener, ListenerSink, PrometheusRow, RunStarted, Sink, Update
-from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport, settings_of
+from flowdeck.engine.snapshot import (
+    ActiveTimes,
+    ClientSnapshot,
+    Counters,
+    Settings,
+    WorkerReport,
+    settings_of,
+)
 from flowdeck.engine.sources import BrokerSources
 from flowdeck.engine.spec import RunSpec, ScheduleStep
 from flowdeck.engine.tls import INSECURE_WARNING, tls_options
@@ -112,48 +123,51 @@ class Controller:
         self,
         spec: RunSpec,
         *,
-        uri: str,
-        management_url: str | None = None,
-        management_user: str | None = None,
-        management_password: str | None = None,
-        prometheus_url: str | None = None,
+        broker: Broker | None = None,
         sessions_root: Path | None = None,
         workers: int | None = None,
         runtime: str = DEFAULT_RUNTIME,
         drain_seconds: float = 5.0,
         cleanup: bool = False,
-        statistics_interval: float | None = None,
         skip_capacity_check: bool = False,
+        placement: Placement | None = None,
     ) -> None:
-        """``statistics_interval``: the broker's ``collect_statistics_interval`` in seconds
-        when known (a private node's); the management collector assumes 5 s otherwise.
+        """``broker``: where the run goes (its nodes, management and Prometheus URLs, the
+        statistics interval when known); None: the spec's ``uri`` and URLs.
         ``skip_capacity_check``: start even when the broker's socket limit says the run does
-        not fit, or cannot be read for a large run (warned about instead of refused)."""
-        uri = uri or spec.uri
-        if not uri:
-            raise FlowdeckError(
-                "no broker to run against: give an AMQP uri (e.g. "
-                "amqp://guest:guest@localhost:5672/%2F)"
-            )
+        not fit, or cannot be read for a large run (warned about instead of refused).
+        ``placement``: where the workers run when not as local processes (e.g.
+        engine.spark_workers.SparkPlacement: Spark tasks reached over TCP)."""
+        if broker is None:
+            if not spec.uri:
+                raise FlowdeckError(
+                    "no broker to run against: give an AMQP uri (e.g. "
+                    "amqp://guest:guest@localhost:5672/%2F)"
+                )
+            broker = broker_of(spec.uri)
+        broker = replace(
+            broker,
+            management_url=broker.management_url or spec.management_url or None,
+            prometheus_url=broker.prometheus_url or spec.prometheus_url or None,
+        )
+        self.broker = broker
         self.spec = spec
-        self._uri = uri
-        user, password, self._vhost = credentials_from_uri(uri)
-        self.management_url = management_url or spec.management_url or management_url_for(uri)
-        self._management_user = management_user or user
-        self._management_password = management_password or password
-        self.prometheus_url = prometheus_url or spec.prometheus_url or None
+        self._uri = broker.uri  # node 1: the run's own declarations and clean-up
+        self.management_url = broker.usual_management_url
+        self.prometheus_url = broker.prometheus_url
         self._sessions_root = sessions_root
         self._workers = resolve_workers(spec.workers if workers is None else workers)
         self._runtime = runtime
         self._drain_seconds = drain_seconds
         self._cleanup = cleanup
         self._skip_capacity_check = skip_capacity_check
+        self._placement = placement
 
         self.settings: Settings = settings_of(spec)
         self._requested_spec = spec  # relative changes resolve against what was asked last
         self._ledger = ChangeLedger()
         self._pending = self._ledger.pending  # the same dict: changes on their way, by id
-        self._schedule: list[ScheduleStep] = list(spec.schedule)
+        self._schedule = Schedule(spec.schedule)
 
         self._sinks: list[Sink] = []
         self.events: list[RunEvent] = []
@@ -179,13 +193,7 @@ class Controller:
         self._finishing: asyncio.Task[RunSummary] | None = None
         self._sources = BrokerSources(
             spec,
-            uri=uri,
-            vhost=self._vhost,
-            management_url=self.management_url,
-            management_user=self._management_user,
-            management_password=self._management_password,
-            prometheus_url=self.prometheus_url,
-            statistics_interval=statistics_interval,
+            broker=broker,
             on_sample=self._on_broker_sample,
             on_event=self._publish_event,
             on_range=self._on_prometheus_range,
@@ -201,9 +209,14 @@ class Controller:
         """Follow the run's ticks, events, broker samples and summary with one function."""
         self.add_sink(ListenerSink(listener))
 
+    def report_event(self, kind: EventKind, message: str) -> RunEvent:
+        """Log an event from a part beside the run (the control endpoint's trouble): it is
+        recorded and shown like the run's own."""
+        return self._event(kind, message)
+
     @property
     def uri(self) -> str:
-        """The broker's AMQP URI, with its password: mask it before showing it."""
+        """Node 1's AMQP URI, with its password: show ``broker.redacted`` instead."""
         return self._uri
 
     @property
@@ -231,7 +244,47 @@ class Controller:
 
     @property
     def next_step(self) -> ScheduleStep | None:
-        return self._schedule[0] if self._schedule else None
+        """The next schedule step, at the time it fires (None: none left, or held)."""
+        return self._schedule.next_step()
+
+    @property
+    def schedule_held(self) -> bool:
+        """Whether an operator's change holds the schedule (see engine.ledger.Schedule)."""
+        return self._schedule.held
+
+    def resume_schedule(self) -> None:
+        """Let a held schedule go on: its steps left keep their spacing from now."""
+        if not self._schedule.held:
+            raise FlowdeckError("the schedule is not paused")
+        held_for = self._schedule.resume(time.time() - self.started_at)
+        step = self._schedule.next_step()
+        then = (
+            f"; next step {step.change.describe()} in "
+            f"{max(0.0, step.at - (time.time() - self.started_at)):.0f} s"
+            if step
+            else ""
+        )
+        self._event(
+            EventKind.INFO,
+            f"schedule resumed after {held_for:.0f} s held{then}",
+            detail={"schedule": "resumed", "held_s": round(held_for, 3)},
+        )
+        self._wake.set()
+
+    def _hold_schedule(self, change_id: int, change: Change, source: str) -> None:
+        """An operator's change holds the schedule: no step overwrites what they set."""
+        if not self._schedule.hold(time.time() - self.started_at):
+            return
+        step = self._schedule.waiting_step()
+        assert step is not None
+        self._event(
+            EventKind.INFO,
+            f"schedule paused by change #{change_id} ({change.describe()}, {source}): "
+            f"its next step ({step.change.describe()}) waits until the schedule is resumed "
+            "(S in the cockpit)",
+            change_id=change_id,
+            detail={"schedule": "paused", "source": source},
+        )
 
     async def start(self) -> None:
         """Check the broker, declare the topology, start recorder, collectors and workers.
@@ -244,6 +297,7 @@ class Controller:
         self._state = "starting"
         try:
             await self._sources.check_capacity(skip=self._skip_capacity_check)
+            await self._sources.prepare_queues()
             await topology.declare(self.spec, self._uri)
             await self._start_recorder()
             await self._start_workers()
@@ -251,6 +305,9 @@ class Controller:
             self._state = "ended"
             for host in self._hosts.values():
                 host.kill()
+            if self._placement is not None:
+                with contextlib.suppress(Exception):
+                    await self._placement.close()
             self._close_recorder(OUTCOME_FAILED, {}, time.time(), "the run could not start")
             with contextlib.suppress(Exception):
                 await self._sources.aclose()
@@ -258,7 +315,7 @@ class Controller:
         self._state = "running"
         if tls_options(self._uri).insecure:
             self._event(EventKind.INFO, f"warning: {INSECURE_WARNING}", at=self.started_at)
-        where = topology.broker_address(self._uri)
+        where = self.broker.address
         self._event(
             EventKind.RUN_STARTED,
             f"run {self.spec.name!r} started against {where} with "
@@ -300,6 +357,8 @@ class Controller:
         for worker in sorted(self._alive):
             self._hosts[worker].send(ApplyChange(change_id, change))
         self._check_applied(change_id)
+        if source != "schedule":
+            self._hold_schedule(change_id, change, source)
         return change_id
 
     def _warn_capacity(self, change_id: int, added: int) -> None:
@@ -349,10 +408,14 @@ class Controller:
         )
 
     def skip_step(self) -> None:
-        """Apply the next schedule step now instead of at its time."""
+        """Apply the next schedule step now instead of at its time (a held schedule goes
+        on from it: asking for its next step is going on with it)."""
         if not self._schedule:
             raise FlowdeckError("the schedule has no steps left")
-        step = self._schedule.pop(0)
+        if self._schedule.held:
+            self.resume_schedule()
+        step = self._schedule.take_next()
+        assert step is not None
         self._fire(step, early=True)
 
     async def wait(self) -> RunSummary:
@@ -404,9 +467,11 @@ class Controller:
             self._alive.add(0)
             self._announce_start()
             return
-        processes = [
-            ProcessWorker(w, self._runtime, self._on_message) for w in range(self._workers)
-        ]
+        processes: Sequence[StartingHost] = (
+            await self._placement.launch(self._workers, self._runtime, self._on_message)
+            if self._placement is not None
+            else [ProcessWorker(w, self._runtime, self._on_message) for w in range(self._workers)]
+        )
         for process in processes:
             self._hosts[process.worker] = process
         try:
@@ -435,12 +500,16 @@ class Controller:
 
     def _assignment(self, worker: int, workers: int) -> WorkerAssignment:
         return WorkerAssignment(
-            worker=worker, workers=workers, spec=self.spec, start_at=self.started_at, uri=self._uri
+            worker=worker,
+            workers=workers,
+            spec=self.spec,
+            start_at=self.started_at,
+            uris=self.broker.uris,
         )
 
     # -- messages from workers and collectors ------------------------------------------------
 
-    def _on_message(self, message: WorkerMessage | WorkerFailed) -> None:
+    def _on_message(self, message: WorkerMessage | WorkerFailed | WorkerLost) -> None:
         try:
             if isinstance(message, ClientSnapshot):
                 self._aggregator.add(message)
@@ -462,6 +531,8 @@ class Controller:
                 self._alive.discard(message.worker)
             elif isinstance(message, WorkerFailed):
                 self._worker_failed(message)
+            elif isinstance(message, WorkerLost):
+                self._worker_lost(message)
         except Exception:  # never let one odd message end the controller
             log.exception("controller could not handle %r", type(message).__name__)
 
@@ -474,6 +545,20 @@ class Controller:
             self._check_applied(change_id)
         if self._state == "running" and self._finishing is None:
             self._begin_finish(OUTCOME_FAILED, f"worker {failure.worker} failed: {failure.reason}")
+
+    def _worker_lost(self, lost: WorkerLost) -> None:
+        """A remote worker's host is gone: recorded, its stand-in report counted, and the
+        run goes on with the others (it ends only when none is left)."""
+        if lost.worker not in self._alive:
+            return
+        self._alive.discard(lost.worker)
+        self._reports[lost.worker] = lost.report
+        self._errors.append(lost.event.message)
+        self._publish_event(lost.event)
+        for change_id in list(self._pending):
+            self._check_applied(change_id)
+        if not self._alive and self._state == "running" and self._finishing is None:
+            self._begin_finish(OUTCOME_FAILED, "every worker was lost")
 
     def _on_broker_sample(self, sample: BrokerSample) -> None:
         """A broker sample from the sources, before the events it causes."""
@@ -563,27 +648,34 @@ class Controller:
 
     async def _run_loop(self) -> None:
         end_at = self.started_at + self.spec.duration
-        next_tick = self.started_at + 1.0
+        second = 1  # the run second the next tick closes
+        last_second = int(self.spec.duration + 1e-9)
         while self._state == "running":
             now = time.time()
-            while self._schedule and self.started_at + self._schedule[0].at <= now:
-                self._fire(self._schedule.pop(0))
-            if now >= next_tick:
-                self._tick(now)
-                next_tick = max(next_tick + 1.0, now + 0.5)
+            for step in self._schedule.due(now - self.started_at):
+                self._fire(step)
+            # One tick per run second, in order, named by the second it closes. A loop that
+            # wakes late (a loaded machine) ticks every second it missed, each at that
+            # second's end over the snapshots taken by then; one tick at the late time
+            # instead would merge them and misname the second.
+            while second <= last_second and now >= self.started_at + second:
+                missed = now >= self.started_at + second + 1.0
+                self._tick(self.started_at + second if missed else now, second=second)
+                second += 1
             if now >= end_at:
                 self._begin_finish(OUTCOME_COMPLETED, "duration reached")
                 return
-            wake_at = min(next_tick, end_at)
-            if self._schedule:
-                wake_at = min(wake_at, self.started_at + self._schedule[0].at)
+            wake_at = min(self.started_at + second, end_at)
+            if (upcoming := self._schedule.next_step()) is not None:
+                wake_at = min(wake_at, self.started_at + upcoming.at)
             self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(0.0, wake_at - time.time()))
 
-    def _tick(self, now: float, final: Counters | None = None) -> Tick:
+    def _tick(self, now: float, final: Counters | None = None, second: int = 0) -> Tick:
         """Aggregate and publish one Tick; ``final`` gives the closing totals from the
-        workers' reports (later than their last snapshot)."""
+        workers' reports (later than their last snapshot), ``second`` the run second the
+        tick closes (0: the closing tick)."""
         self._check_recorder()
         agg = self._aggregator.tick(now)
         for error in agg.errors:
@@ -601,6 +693,7 @@ class Controller:
             next_step=self.next_step,
             workers=len(self._alive),
             final=final,
+            second=second,
         )
         # The session keeps when each tick was taken and which snapshots it had, so a
         # recording reads back with exactly these ticks.
@@ -638,6 +731,8 @@ class Controller:
                 self._failures.append(
                     f"worker {worker} did not report within {deadline:g} s and was killed"
                 )
+        if self._placement is not None:
+            await self._placement.close()
         ended = time.time()
         reports = [self._reports[w] for w in sorted(self._reports)]
         final = sum((r.counters for r in reports), Counters()) if reports else None
@@ -662,7 +757,9 @@ class Controller:
                 self._event(EventKind.INFO, f"deleted {deleted} queue(s) of the run")
             except FlowdeckError as exc:
                 errors.append(f"queues not deleted: {exc}")
-        load_seconds = max(1e-9, self._load_ended_at - self.started_at)
+        active = ActiveTimes()
+        for report in reports:
+            active = active | report.active
         summary = RunSummary(
             name=self.spec.name,
             started=self.started_at,
@@ -670,9 +767,11 @@ class Controller:
             outcome=outcome,
             stop_reason=reason,
             safety=safety,
-            publish_rate=safety.published / load_seconds,
-            confirm_rate=safety.confirmed / load_seconds,
-            consume_rate=safety.consumed / load_seconds,
+            publish_rate=mean_rate(safety.published, active.publish_seconds),
+            confirm_rate=mean_rate(safety.confirmed, active.confirm_seconds),
+            consume_rate=mean_rate(safety.consumed, active.consume_seconds),
+            active=active,
+            target_rate=self.spec.target_rate,
             latency=self._aggregator.run_latency(),
             phases=self._ledger.phase_index + 1,
             session_dir=str(self.session_dir) if self.session_dir else None,

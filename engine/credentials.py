@@ -24,7 +24,13 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from flowdeck.collectors.broker_uri import BrokerUri, BrokerUriError, parse_broker_uri
+from flowdeck.collectors.broker import Broker
+from flowdeck.collectors.broker_uri import (
+    URI_SEPARATOR,
+    BrokerUri,
+    BrokerUriError,
+    parse_broker_uri,
+)
 from flowdeck.engine.errors import SpecError
 
 PASSWORD_ENV = "FLOWDECK_PASSWORD"
@@ -39,6 +45,15 @@ def broker_uri(text: str, field: str = "uri") -> BrokerUri:
     ``field``."""
     try:
         return parse_broker_uri(text)
+    except BrokerUriError as exc:
+        raise SpecError(field, exc.message) from None
+
+
+def broker_of(text: str, field: str = "uri") -> Broker:
+    """``text`` (one AMQP URI, or a cluster's comma-separated) as a :class:`Broker`, or a
+    SpecError (one line, no password) naming ``field``."""
+    try:
+        return Broker.parse(text)
     except BrokerUriError as exc:
         raise SpecError(field, exc.message) from None
 
@@ -96,14 +111,12 @@ def resolve_uri(
     """
     if not uri:
         return uri
-    parsed = broker_uri(uri)
+    nodes = broker_of(uri).nodes
     env = os.environ if environ is None else environ
-    if password_file:
-        return str(parsed.with_password(read_password_file(password_file)))
-    password = env.get(PASSWORD_ENV, "")
+    password = read_password_file(password_file) if password_file else env.get(PASSWORD_ENV, "")
     if password:
-        return str(parsed.with_password(password))
-    return str(parsed)
+        nodes = tuple(node.with_password(password) for node in nodes)
+    return URI_SEPARATOR.join(str(node) for node in nodes)
 
 
 def management_password(

@@ -1,4 +1,5 @@
-"""The run's change ledger: changes asked for, in force, and the phases they open.
+"""The run's change ledger: changes asked for, in force, and the phases they open; and
+the schedule's steps still to come.
 
 Pure bookkeeping with no broker, no clock and no loop: the controller tells it what was
 asked and what each worker reported, and it says when a change is in force everywhere,
@@ -7,10 +8,12 @@ what the workers really opened, and which phase that starts. Tests drive it dire
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
 
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.progress import PendingChange
+from flowdeck.engine.spec import ScheduleStep
 
 
 @dataclass
@@ -102,3 +105,72 @@ class ChangeLedger:
             )
             for cid, p in sorted(self.pending.items())
         )
+
+
+class Schedule:
+    """The schedule's steps still to come, on the run's clock (seconds since it started).
+
+    The operator comes first: a change of theirs **holds** the schedule, so no step
+    overwrites what they just set (a step at 90 s once turned the operator's in-flight 4
+    into 40, and a mark of theirs was gone a second after it opened its phase). Held, no
+    step fires; resumed, the steps left keep their spacing from the moment of the resume
+    (each moves back by the time the schedule was held).
+    """
+
+    def __init__(self, steps: Iterable[ScheduleStep]) -> None:
+        self._steps = sorted(steps, key=lambda step: step.at)
+        #: Seconds the steps left moved back, by every hold so far.
+        self.shift = 0.0
+        #: When the hold began (seconds since the start); None while the schedule runs.
+        self.held_since: float | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self._steps)
+
+    @property
+    def held(self) -> bool:
+        return self.held_since is not None
+
+    def next_step(self) -> ScheduleStep | None:
+        """The next step at the time it will fire; None when none is left or it is held
+        (a held schedule has no time to count down to)."""
+        if not self._steps or self.held:
+            return None
+        step = self._steps[0]
+        return replace(step, at=step.at + self.shift)
+
+    def waiting_step(self) -> ScheduleStep | None:
+        """The next step, held or not, at the time the spec gives it."""
+        return self._steps[0] if self._steps else None
+
+    def due(self, elapsed: float) -> list[ScheduleStep]:
+        """Take the steps whose time has come at ``elapsed``; none while held."""
+        fired: list[ScheduleStep] = []
+        while (step := self.next_step()) is not None and step.at <= elapsed:
+            fired.append(self._steps.pop(0))
+        return fired
+
+    def take_next(self) -> ScheduleStep | None:
+        """Take the next step now (``n`` in the cockpit), held or not; the hold ends:
+        asking for the schedule's next step is going on with it."""
+        if not self._steps:
+            return None
+        return self._steps.pop(0)
+
+    def hold(self, elapsed: float) -> bool:
+        """Hold the steps left from ``elapsed`` on; False (nothing done) when none is left
+        or it is held already."""
+        if not self._steps or self.held:
+            return False
+        self.held_since = elapsed
+        return True
+
+    def resume(self, elapsed: float) -> float:
+        """Go on from ``elapsed``: the steps left move back by the time held, which is
+        returned (0 when it was not held)."""
+        if self.held_since is None:
+            return 0.0
+        held_for = max(0.0, elapsed - self.held_since)
+        self.shift += held_for
+        self.held_since = None
+        return held_for

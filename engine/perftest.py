@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from flowdeck.collectors.broker_uri import URI_SEPARATOR, split_uris
 from flowdeck.engine.change import Change, Setting, format_number
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.spec import (
@@ -173,8 +174,10 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     _refused("dcr", "disable-connection-recovery", "flowdeck never recovers connections", False),
     _refused("cri", "connection-recovery-interval", "flowdeck never recovers connections"),
     _refused("sst", "servers-startup-timeout", "flowdeck checks the broker before it starts"),
-    _refused("sul", "servers-up-limit", "flowdeck runs against one broker uri"),
-    _refused("cal", "connection-allocation", "flowdeck runs against one broker uri"),
+    _refused("sul", "servers-up-limit", "flowdeck checks the broker before it starts"),
+    _refused(
+        "cal", "connection-allocation", "flowdeck spreads clients round-robin over the -H uris"
+    ),
     _refused("udsc", "use-default-ssl-context", "give an amqps:// uri with -h", False),
     _refused("se", "sasl-external", "flowdeck logs in with the uri's user and password", False),
     _refused("sni", "server-name-indication", "give an amqps:// uri with -h"),
@@ -358,9 +361,6 @@ def _unsupported_values(given: Sequence[_Given]) -> list[str]:
             f"{g.written} {g.values[0]} (flowdeck keeps its queues; "
             "flowdeck run --cleanup deletes them at the end)"
         )
-    uris = [u for v in _all_values(given, "uris") for u in v.split(",") if u.strip()]
-    if len(uris) > 1:
-        problems.append("-H/--uris with several uris (flowdeck runs against one broker uri)")
     g = _last(given, "queue")
     if g is not None and g.values and "," in g.values[0]:
         problems.append(
@@ -419,8 +419,8 @@ def _mapping(given: Sequence[_Given]) -> dict[str, Any]:
         out["name"] = _value(g)
     if (g := opt("uri")) is not None:
         out["uri"] = _value(g)
-    if uris := [u.strip() for v in _all_values(given, "uris") for u in v.split(",")]:
-        out["uri"] = uris[0]
+    if uris := [u for v in _all_values(given, "uris") for u in split_uris(v)]:
+        out["uri"] = URI_SEPARATOR.join(uris)  # clients spread over them, as PerfTest does
     _map_queues(given, out)
     if (g := opt("rate")) is not None:
         out["rate"] = _number(g, _value(g))

@@ -7,6 +7,11 @@ write-up used throughout). ``-sweep`` variants step the in-flight limit through 
 write-up's percentages, one phase each; ``-multi-sweep`` variants add the multiple-flag
 acks (ack interval 10% of prefetch) where the write-up tested them. ``low-latency`` is the
 single-queue PerfTest set-up of the low-latency write-up.
+
+Every figure of the write-up has a preset (``FIGURES``): ``benchN-mirrored-*`` run on
+classic queues mirrored to two nodes (the write-up's mirrored set-up, which needs a
+cluster: ``flowdeck broker start --nodes 3``), ``benchN-quorum-noconfirms`` and the sweeps
+on quorum queues; :func:`matrix` lists one benchmark's figures for ``flowdeck run --matrix``.
 """
 
 from __future__ import annotations
@@ -94,6 +99,72 @@ def _sweep(b: _Benchmark, multi: bool) -> RunSpec:
     )
 
 
+def _mirrored(spec: RunSpec, b: _Benchmark) -> RunSpec:
+    """``spec`` on the seed's mirrored classic queues (one master + one mirror)."""
+    return replace(
+        spec,
+        name=spec.name.replace("-quorum", "").replace(
+            f"bench{b.number}", f"bench{b.number}-mirrored", 1
+        ),
+        description=spec.description.replace("quorum queues", "classic queues mirrored to 2 nodes"),
+        queue_type="classic",
+        queue_args={},
+        mirroring=2,
+    )
+
+
+def _no_confirms(b: _Benchmark) -> RunSpec:
+    return replace(
+        _bench(b),
+        name=f"bench{b.number}-quorum-noconfirms",
+        description=(
+            f"seed benchmark #{b.number} without publisher confirms: {b.publishers} "
+            f"publishers x {b.rate} msg/s, {b.queues} quorum queues, {b.consumers} consumers, "
+            f"prefetch {b.rate}"
+        ),
+        confirms=False,
+        inflight=0,
+        duration=SWEEP_PHASE_SECONDS * 2,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """A figure of the seed write-up and the preset that reproduces it."""
+
+    number: int
+    benchmark: int
+    preset: str
+    queues: str  # "mirrored" or "quorum"
+    confirms: str  # "none", "sweep" or "sweep, multiple-flag acks"
+
+
+def _figures() -> tuple[list[RunSpec], list[Figure]]:
+    """The presets of every figure of the seed, in the write-up's order: per benchmark,
+    mirrored then quorum queues, each without confirms, with an in-flight sweep and (where
+    the write-up ran it) the sweep with multiple-flag acks. Quorum sweeps are the
+    ``benchN-sweep`` presets; Fig. 24 is a dashboard view, not a run."""
+    specs: list[RunSpec] = []
+    figures: list[Figure] = []
+    number = 0
+    for b in _BENCHMARKS:
+        quorum = [
+            (_no_confirms(b), "none"),
+            (_sweep(b, multi=False), "sweep"),
+            *([(_sweep(b, multi=True), "sweep, multiple-flag acks")] if b.multi_ack else []),
+        ]
+        for kind in ("mirrored", "quorum"):
+            if b.number == 5 and kind == "quorum":
+                number += 1  # Fig. 24: RabbitMQ's overview dashboard of the mirrored runs
+            for spec, confirms in quorum:
+                number += 1
+                run = _mirrored(spec, b) if kind == "mirrored" else spec
+                if kind == "mirrored" or confirms == "none":
+                    specs.append(run)
+                figures.append(Figure(number, b.number, run.name, kind, confirms))
+    return specs, figures
+
+
 def _low_latency() -> RunSpec:
     return RunSpec(
         name="low-latency",
@@ -128,11 +199,27 @@ def _build() -> dict[str, RunSpec]:
         specs.append(_sweep(b, multi=False))
         if b.multi_ack:
             specs.append(_sweep(b, multi=True))
+    specs.extend(_figures()[0])
     specs.append(_low_latency())
     return {s.name: s for s in specs}
 
 
 PRESETS: dict[str, RunSpec] = _build()
+#: The seed's figures by number, each with the preset that reproduces it.
+FIGURES: dict[int, Figure] = {f.number: f for f in _figures()[1]}
+
+
+def matrix(benchmark: str) -> list[str]:
+    """The presets of one benchmark's figures (``bench2`` or ``2``), in the write-up's
+    order: what ``flowdeck run --matrix`` runs one after the other."""
+    number = benchmark.removeprefix("bench")
+    names = [f.preset for f in FIGURES.values() if str(f.benchmark) == number]
+    if not names:
+        known = ", ".join(f"bench{b.number}" for b in _BENCHMARKS)
+        raise SpecError("matrix", f"unknown benchmark {benchmark!r}; the seed has {known}")
+    return names
+
+
 DEFAULT_PRESET = "bench1-sweep"
 
 

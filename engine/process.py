@@ -41,12 +41,13 @@ import signal
 import sys
 import threading
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from flowdeck.engine.commands import WorkerAssignment, WorkerCommand, WorkerMessage
 from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.events import RunEvent
 from flowdeck.engine.snapshot import WorkerReport
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,19 @@ class _Finished:
     """Child -> parent: the runtime returned or raised; nothing follows."""
 
 
-OnMessage = Callable[[WorkerMessage | WorkerFailed], None]
+@dataclass(frozen=True, slots=True)
+class WorkerLost:
+    """A worker on another host is gone mid-run (its link dropped, its task died): a fact of
+    the run, not its end. ``event`` says which worker, host and clients and what was in
+    flight; ``report`` stands in for the report that never came (its figures as of its last
+    snapshot, its unconfirmed messages counted as unconfirmed)."""
+
+    worker: int
+    event: RunEvent
+    report: WorkerReport
+
+
+OnMessage = Callable[[WorkerMessage | WorkerFailed | WorkerLost], None]
 
 
 def load_runtime(path: str) -> Runtime:
@@ -115,6 +128,24 @@ class WorkerHost(Protocol):
     def send(self, command: WorkerCommand) -> None: ...
     async def wait(self) -> WorkerReport | None: ...
     def kill(self) -> None: ...
+
+
+class StartingHost(WorkerHost, Protocol):
+    """A host that boots first and takes its assignment once every host is ready, so the
+    load starts on all of them together (a worker process, a remote worker)."""
+
+    async def ready(self) -> bool: ...
+    def begin(self, assignment: WorkerAssignment) -> None: ...
+
+
+class Placement(Protocol):
+    """Where a run's workers come from when they are not local processes: it launches them
+    (engine.spark_workers: as Spark tasks reached over TCP) and ends whatever it started."""
+
+    async def launch(
+        self, workers: int, runtime: str, on_message: OnMessage
+    ) -> Sequence[StartingHost]: ...
+    async def close(self) -> None: ...
 
 
 def _describe(exc: BaseException) -> str:

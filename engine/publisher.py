@@ -60,6 +60,7 @@ class Publisher(NullListener):
         rate: float,
         first_sequence: int,
         confirm_latency: LatencySamples,
+        catch_up: bool = True,
     ) -> None:
         self.publisher_id = publisher_id
         self.connection = connection
@@ -72,6 +73,11 @@ class Publisher(NullListener):
         self.confirmed = 0
         self.nacked = 0
         self.returned = 0
+        #: Unix ns of the first and last send and of the last confirm (0: none yet): the
+        #: publishing time the run's rates are divided by comes from these.
+        self.first_sent_ns = 0
+        self.last_sent_ns = 0
+        self.last_confirmed_ns = 0
         #: In flight when a channel was lost: never confirmed, never nacked.
         self.abandoned = 0
         #: Channels lost so far (each one ended with ``on_closed``).
@@ -79,7 +85,7 @@ class Publisher(NullListener):
         self.paused = False
         self.stopped = False
         self.error: AmqpClosed | None = None
-        self.pacer = Pacer(rate, time.time_ns())
+        self.pacer = Pacer(rate, time.time_ns(), catch_up=catch_up)
         self._make_template = partial(
             publish_template,
             exchange=exchange,
@@ -263,6 +269,9 @@ class Publisher(NullListener):
         pacer.take(count)
         self.connection.write(batch)
         self.published += count
+        if not self.first_sent_ns:
+            self.first_sent_ns = now
+        self.last_sent_ns = now
         if self.confirms:
             self._sent_actual.extend([now] * count)
             self._sent_intended.extend(intended)
@@ -333,6 +342,7 @@ class Publisher(NullListener):
 
     def _record(self, first_tag: int, end_tag: int, only: list[int] | None) -> None:
         now = time.time_ns()
+        self.last_confirmed_ns = now
         lo = first_tag - 1 - self._trimmed
         hi = end_tag - 1 - self._trimmed
         if only is None:

@@ -80,6 +80,19 @@ class NullSink:
         return None
 
 
+def deliver(sink: Sink, update: Update) -> None:
+    """Hand one front-end update to ``sink`` by its kind: what a run that is followed from
+    elsewhere (a remote run, a test's fake) does for the sinks it keeps."""
+    if isinstance(update, Tick):
+        sink.on_tick(update)
+    elif isinstance(update, RunEvent):
+        sink.on_event(update)
+    elif isinstance(update, RunSummary):
+        sink.on_finish(update)
+    else:
+        sink.on_broker_sample(update)
+
+
 class ListenerSink(NullSink):
     """A one-function listener (``Controller.add_listener``) as a sink: it sees ticks,
     events, broker samples and the summary, the updates a screen shows."""

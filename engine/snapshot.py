@@ -100,6 +100,65 @@ class SequenceRanges:
 
 
 @dataclass(frozen=True, slots=True)
+class ActiveTimes:
+    """When clients really published, got confirms and consumed, by the workers' own
+    clocks (unix seconds; None: it never happened).
+
+    The run's mean rates divide by these spans, not by the planned duration: a stop that
+    reaches a worker late makes it publish longer, and a mean over the planned seconds would
+    then read above the target.
+    """
+
+    first_publish: float | None = None
+    last_publish: float | None = None
+    last_confirm: float | None = None
+    first_consume: float | None = None
+    last_consume: float | None = None
+
+    @property
+    def publish_seconds(self) -> float:
+        """First send to last send."""
+        return _span(self.first_publish, self.last_publish)
+
+    @property
+    def confirm_seconds(self) -> float:
+        """First send to last confirm."""
+        return _span(self.first_publish, self.last_confirm)
+
+    @property
+    def consume_seconds(self) -> float:
+        """First delivery to last delivery."""
+        return _span(self.first_consume, self.last_consume)
+
+    def __or__(self, other: ActiveTimes) -> ActiveTimes:
+        """Both workers' times together: the earliest first, the latest last."""
+        return ActiveTimes(
+            first_publish=_first(self.first_publish, other.first_publish),
+            last_publish=_last(self.last_publish, other.last_publish),
+            last_confirm=_last(self.last_confirm, other.last_confirm),
+            first_consume=_first(self.first_consume, other.first_consume),
+            last_consume=_last(self.last_consume, other.last_consume),
+        )
+
+
+def _span(first: float | None, last: float | None) -> float:
+    return max(0.0, last - first) if first is not None and last is not None else 0.0
+
+
+def _first(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _last(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else max(a, b)
+
+
+def at_ns(ns: int) -> float | None:
+    """Unix seconds of a nanosecond stamp; None for 0 (never happened)."""
+    return ns / 1e9 if ns else None
+
+
+@dataclass(frozen=True, slots=True)
 class WorkerReport:
     """What a worker knows at the end of a run, for the data-safety accounting.
 
@@ -116,3 +175,4 @@ class WorkerReport:
     published_unconfirmed: int = 0
     consumed: tuple[SequenceRanges, ...] = ()
     errors: tuple[str, ...] = ()
+    active: ActiveTimes = field(default_factory=ActiveTimes)

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from flowdeck.collectors import (
+    Broker,
     BrokerWatch,
     ManagementAnswerError,
     ManagementCollector,
@@ -52,26 +53,20 @@ class BrokerSources:
         self,
         spec: RunSpec,
         *,
-        uri: str,
-        vhost: str,
-        management_url: str,
-        management_user: str,
-        management_password: str,
-        prometheus_url: str | None,
-        statistics_interval: float | None,
+        broker: Broker,
         on_sample: Callable[[BrokerSample], None],
         on_event: Callable[[RunEvent], None],
         on_range: Callable[[Sequence[PrometheusRow]], None],
         management: ManagementCollector | None = None,
     ) -> None:
         self.spec = spec
-        self._uri = uri
-        self._vhost = vhost
-        self.management_url = management_url
-        self._management_user = management_user
-        self._management_password = management_password
-        self.prometheus_url = prometheus_url
-        self._statistics_interval = statistics_interval
+        self.broker = broker
+        self._uri = broker.uri
+        self._vhost = broker.vhost
+        self.management_url = broker.usual_management_url
+        self._management_user, self._management_password = broker.management_login
+        self.prometheus_url = broker.prometheus_url
+        self._statistics_interval = broker.statistics_interval
         self._on_sample = on_sample
         self._on_event = on_event
         self._on_range = on_range
@@ -83,6 +78,7 @@ class BrokerSources:
         self._alarms: dict[tuple[str, str], bool] = {}  # (source, alarm): both sources say
         self._stale: dict[str, str] = {}
         self._management_sample: BrokerSample | None = None  # last fresh one
+        self._policy = ""  # the mirroring policy applied for the run, removed at its end
 
     @property
     def management_sample(self) -> BrokerSample | None:
@@ -282,12 +278,57 @@ class BrokerSources:
 
     # -- the end -------------------------------------------------------------------------------
 
+    async def prepare_queues(self) -> None:
+        """Check the spec's replication against the broker's running nodes and apply its
+        mirroring policy (removed again by :meth:`stop`). SpecError (exit 2) for a set-up
+        the nodes cannot give; FlowdeckError when the management API cannot say or set it.
+        """
+        spec = self.spec
+        if not (spec.mirroring or spec.quorum_size):
+            return
+        api = await self._management_client()
+        try:
+            figures = await api.socket_figures()
+        except ManagementAnswerError as exc:
+            raise FlowdeckError(
+                f"replicated queues need the broker's node count from the management API: {exc}"
+            ) from None
+        topology.check_queue_setup(spec, figures.running)
+        policy = topology.mirroring_policy(spec)
+        if policy is None:
+            return
+        name, body = policy
+        try:
+            await api.set_policy(name, body)
+        except ManagementAnswerError as exc:
+            raise FlowdeckError(f"cannot apply the mirroring policy {name!r}: {exc}") from None
+        self._policy = name
+        self._event(
+            EventKind.INFO,
+            f"mirroring policy {name!r} applied: ha-mode exactly, {spec.mirroring} copies, "
+            "automatic sync",
+            detail={"policy": name, "definition": body["definition"]},
+        )
+
+    async def _remove_policy(self) -> None:
+        name, self._policy = self._policy, ""
+        if not name or self._management is None:
+            return
+        try:
+            await self._management.delete_policy(name)
+        except ManagementAnswerError as exc:
+            self._event(EventKind.ERROR, f"mirroring policy {name!r} not removed: {exc}")
+            return
+        self._event(EventKind.INFO, f"mirroring policy {name!r} removed")
+
     async def stop(self) -> None:
-        """End the watches; the Prometheus collector stays open for :meth:`keep_range`."""
+        """End the watches and remove the run's policy; the Prometheus collector stays
+        open for :meth:`keep_range`."""
         self._stop.set()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self._remove_policy()
         await self._close_management()
 
     async def aclose(self) -> None:

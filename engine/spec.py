@@ -16,9 +16,10 @@ from typing import Any, Literal
 
 from flowdeck.collectors.broker_uri import redact
 from flowdeck.engine.change import Change, Setting, format_number, parse_change
-from flowdeck.engine.credentials import broker_uri
+from flowdeck.engine.credentials import broker_of
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.settings import BY_FIELD, BY_SETTING, Scope, spec_value
+from flowdeck.engine.thresholds import parse_threshold
 from flowdeck.engine.tls import tls_options
 
 QueueType = Literal["classic", "quorum", "stream"]
@@ -26,6 +27,8 @@ ExchangeType = Literal["direct", "fanout", "topic", "headers"]
 QueueArgValue = int | float | str | bool
 
 QUEUE_TYPES: tuple[QueueType, ...] = ("classic", "quorum", "stream")
+LeaderLocator = Literal["", "client-local", "balanced"]
+LEADER_LOCATORS: tuple[LeaderLocator, ...] = ("", "client-local", "balanced")
 EXCHANGE_TYPES: tuple[ExchangeType, ...] = ("direct", "fanout", "topic", "headers")
 
 #: Bytes a message body needs for publisher id, sequence and the two send times.
@@ -84,6 +87,26 @@ FIELDS: dict[str, FieldInfo] = {
     "queues": FieldInfo(int, "number of queues", 1, 10_000),
     "queue_type": FieldInfo(str, "queue type", choices=QUEUE_TYPES),
     "lazy": FieldInfo(bool, "classic queues in lazy mode"),
+    "mirroring": FieldInfo(
+        int,
+        "classic mirrored queues: copies of each queue on a cluster (ha-mode exactly, "
+        "automatic sync; the seed's factor 2 is one master + one mirror); 0 = not mirrored",
+        0,
+        99,
+    ),
+    "quorum_size": FieldInfo(
+        int,
+        "quorum queues: initial group size, members per queue (x-quorum-initial-group-size);"
+        " 0 = the broker's default (every node)",
+        0,
+        99,
+    ),
+    "leader_locator": FieldInfo(
+        str,
+        "where a new queue's leader goes: client-local (the declaring node) or balanced "
+        "(the node with fewest leaders); empty = the broker's default",
+        choices=LEADER_LOCATORS,
+    ),
     "queue_args": FieldInfo(dict, "queue arguments, e.g. x-max-length = 10000"),
     "queue_pattern": FieldInfo(str, "queue name pattern; %d is replaced by the queue number"),
     "queue_pattern_from": FieldInfo(int, "first queue number for the pattern", 0, 1_000_000),
@@ -97,6 +120,11 @@ FIELDS: dict[str, FieldInfo] = {
         int, "message body size", BODY_HEADER_SIZE, 64 * 1024 * 1024, unit="bytes"
     ),
     "confirms": FieldInfo(bool, "use publisher confirms"),
+    "catch_up": FieldInfo(
+        bool,
+        "after a stall, send what the rate owes at once (false: skip it, as PerfTest does; "
+        "the next message still carries the stall in its intended-send latency)",
+    ),
     "inflight": _steerable_field("inflight"),
     "persistent": FieldInfo(bool, "publish persistent messages (delivery mode 2)"),
     "mandatory": FieldInfo(bool, "publish with the mandatory flag (unroutable messages return)"),
@@ -107,6 +135,11 @@ FIELDS: dict[str, FieldInfo] = {
     "duration": FieldInfo(float, "how long the run lasts", 1, 7 * 24 * 3600, unit="s"),
     "workers": FieldInfo(int, "worker processes; 0 = in-process, -1 = one per spare core", -1, 64),
     "schedule": FieldInfo(list, 'timed changes: [{at = 60, change = "inflight=200"}, ...]'),
+    "thresholds": FieldInfo(
+        list,
+        'pass/fail criteria checked when the run ends: ["e2e_p99 < 50ms", "lost == 0"]; '
+        "flowdeck run exits 99 when one fails (docs/engine.md, Thresholds)",
+    ),
 }
 
 #: Fields a spec file may set that are not run settings but instructions to the loader.
@@ -125,6 +158,9 @@ class RunSpec:
     queues: int = 1
     queue_type: QueueType = "classic"
     lazy: bool = False
+    mirroring: int = 0
+    quorum_size: int = 0
+    leader_locator: LeaderLocator = ""
     queue_args: Mapping[str, QueueArgValue] = field(default_factory=dict)
     queue_pattern: str = "flowdeck-%d"
     queue_pattern_from: int = 1
@@ -136,6 +172,7 @@ class RunSpec:
     rate: float = 0.0
     message_size: int = 1000
     confirms: bool = True
+    catch_up: bool = True
     inflight: int = 1000
     persistent: bool = True
     mandatory: bool = False
@@ -146,10 +183,11 @@ class RunSpec:
     duration: float = 60.0
     workers: int = -1
     schedule: tuple[ScheduleStep, ...] = ()
+    thresholds: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for name, info in FIELDS.items():
-            if name in ("queue_args", "schedule"):
+            if name in ("queue_args", "schedule", "thresholds"):
                 continue
             _check_field(name, info, getattr(self, name))
         _check_uri(self.uri)
@@ -160,6 +198,7 @@ class RunSpec:
             )
         self._check_names()
         object.__setattr__(self, "queue_args", _check_queue_args(self.queue_args))
+        object.__setattr__(self, "thresholds", _check_thresholds(self.thresholds))
         for index, step in enumerate(self.schedule):
             if not 0 <= step.at < self.duration:
                 raise SpecError(
@@ -228,6 +267,21 @@ class RunSpec:
             )
         if self.lazy and self.queue_type != "classic":
             raise SpecError("lazy", f"lazy mode applies to classic queues, not {self.queue_type}")
+        if self.mirroring and self.queue_type != "classic":
+            raise SpecError(
+                "mirroring",
+                f"mirroring applies to classic queues, not {self.queue_type} ones (a quorum "
+                "queue replicates itself: set quorum_size)",
+            )
+        if self.mirroring == 1:
+            raise SpecError(
+                "mirroring",
+                "mirroring = 1 is one copy, the queue alone: give 2 or more copies, or 0",
+            )
+        if self.quorum_size and self.queue_type != "quorum":
+            raise SpecError(
+                "quorum_size", f"quorum_size applies to quorum queues, not {self.queue_type} ones"
+            )
         if not self.auto_ack and 0 < self.prefetch < self.ack_every:
             raise SpecError(
                 "ack_every",
@@ -307,6 +361,8 @@ class RunSpec:
                 value = [{"at": s.at, "change": s.change.describe()} for s in value]
             elif f.name == "queue_args":
                 value = dict(value)
+            elif f.name == "thresholds":
+                value = list(value)
             out[f.name] = value
         return out
 
@@ -342,7 +398,8 @@ def _check_field(name: str, info: FieldInfo, value: Any) -> None:
         if not isinstance(value, str):
             raise SpecError(name, f"{name} must be text, got {value!r}")
         if info.choices and value not in info.choices:
-            raise SpecError(name, f"{name} must be one of {', '.join(info.choices)}, got {value!r}")
+            named = ", ".join(choice or "empty (the default)" for choice in info.choices)
+            raise SpecError(name, f"{name} must be one of {named}, got {value!r}")
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SpecError(name, f"{name} must be a number, got {value!r}")
@@ -362,9 +419,20 @@ def _check_field(name: str, info: FieldInfo, value: Any) -> None:
 
 
 def _check_uri(uri: str) -> None:
+    """One AMQP URI, or a cluster's nodes comma-separated (clients spread over them)."""
     if uri:
-        broker_uri(uri)  # SpecError, one line without the password, for a bad one
-        tls_options(uri)  # TlsError (a SpecError) for a verify= value the engine refuses
+        for node in broker_of(uri).uris:  # SpecError, one line without the password
+            tls_options(node)  # TlsError (a SpecError) for a verify= value the engine refuses
+
+
+def _check_thresholds(raw: Any) -> tuple[str, ...]:
+    """The thresholds as written, each read once now so a bad one is refused before the
+    run starts (SpecError naming the problem)."""
+    if isinstance(raw, str) or not isinstance(raw, list | tuple):
+        raise SpecError(
+            "thresholds", f'thresholds must be a list of text, e.g. ["lost == 0"], got {raw!r}'
+        )
+    return tuple(parse_threshold(text).text for text in raw)
 
 
 def _check_queue_args(args: Any) -> Mapping[str, QueueArgValue]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
@@ -22,7 +23,7 @@ from tenacity import AsyncRetrying, retry_if_result, stop_after_delay, wait_fixe
 from flowdeck.collectors import ManagementAnswerError, ManagementCollector, NodeCapacity
 from flowdeck.collectors.broker_uri import parse_broker_uri
 from flowdeck.engine.amqp.connection import tls_advice, tls_hint
-from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError
+from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError, SpecError
 from flowdeck.engine.spec import PREDECLARED_EXCHANGES, RunSpec
 from flowdeck.engine.tls import context_for_uri
 
@@ -42,7 +43,61 @@ def queue_arguments(spec: RunSpec) -> dict[str, Any]:
         args["x-queue-type"] = spec.queue_type
     if spec.lazy:
         args["x-queue-mode"] = "lazy"
+    if spec.quorum_size:
+        args["x-quorum-initial-group-size"] = spec.quorum_size
+    if spec.leader_locator:
+        if spec.queue_type == "classic":  # RabbitMQ 3.10 places classic masters by this one
+            args["x-queue-master-locator"] = _MASTER_LOCATORS[spec.leader_locator]
+        else:
+            args["x-queue-leader-locator"] = spec.leader_locator
     return args
+
+
+#: Classic queues' names for the leader locators (RabbitMQ 3.10's x-queue-master-locator).
+_MASTER_LOCATORS = {"client-local": "client-local", "balanced": "min-masters"}
+
+
+def mirroring_policy(spec: RunSpec) -> tuple[str, dict[str, Any]] | None:
+    """The policy that mirrors the run's classic queues (name, body for the management
+    API), or None when the spec mirrors nothing: ha-mode exactly with ``mirroring`` copies
+    and automatic sync, as the seed's mirrored set-up (replication factor 2)."""
+    if not spec.mirroring:
+        return None
+    names = "|".join(re.escape(name) for name in spec.queue_names)
+    body = {
+        "pattern": f"^(?:{names})$",
+        "apply-to": "queues",
+        "priority": 100,
+        "definition": {
+            "ha-mode": "exactly",
+            "ha-params": spec.mirroring,
+            "ha-sync-mode": "automatic",
+        },
+    }
+    return f"flowdeck-{spec.name}-mirroring", body
+
+
+def check_queue_setup(spec: RunSpec, nodes: int) -> None:
+    """Refuse replication the broker's ``nodes`` running nodes cannot give (SpecError, one
+    line, exit 2): mirroring on one node, more copies or quorum members than nodes."""
+    if spec.mirroring and nodes < 2:
+        raise SpecError(
+            "mirroring",
+            f"mirroring needs a cluster, and the broker runs {nodes} node: start one with "
+            "`flowdeck broker start --nodes 3` or set mirroring = 0",
+        )
+    if spec.mirroring > nodes:
+        raise SpecError(
+            "mirroring",
+            f"mirroring = {spec.mirroring} copies needs as many nodes, the broker runs {nodes}; "
+            f"set mirroring to 2..{nodes}",
+        )
+    if spec.quorum_size > nodes:
+        raise SpecError(
+            "quorum_size",
+            f"quorum_size = {spec.quorum_size} members needs as many nodes, the broker runs "
+            f"{nodes}; set quorum_size to at most {nodes}, or 0 for every node",
+        )
 
 
 def broker_address(uri: str) -> str:

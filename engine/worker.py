@@ -53,10 +53,12 @@ from flowdeck.engine.publisher import Publisher
 from flowdeck.engine.samples import LatencySamples, fold
 from flowdeck.engine.sequences import SequenceSet
 from flowdeck.engine.snapshot import (
+    ActiveTimes,
     ClientSnapshot,
     Counters,
     SequenceRanges,
     WorkerReport,
+    at_ns,
     settings_of,
 )
 
@@ -256,10 +258,14 @@ class _Worker:
         """Reconnecting stops at the run's end: a run that ended needs no clients."""
         return self.assignment.start_at + self.spec.duration
 
-    async def _connect(self, role: str, client_id: int) -> Connection:
+    async def _connect(self, role: str, client_id: int, attempt: int = 0) -> Connection:
+        """A connection for one client, to its node: the run's node URIs round-robin by
+        client number (as PerfTest spreads over several ``-H`` URIs); each reconnect
+        attempt tries the next node, so clients of a lost node move to one that is up."""
+        uris = self.assignment.uris
         name = f"flowdeck {self.spec.name} w{self.index} {role} {client_id}"
         return await connect(
-            self.assignment.uri,
+            uris[(client_id + attempt) % len(uris)],
             name,
             on_blocked=self._on_blocked,
             on_unblocked=self._on_unblocked,
@@ -309,6 +315,7 @@ class _Worker:
             rate=self.settings.rate,
             first_sequence=self.next_sequence.get(publisher_id, 0),
             confirm_latency=self.confirm_latency,
+            catch_up=spec.catch_up,
         )
         if self.settings.paused:
             publisher.pause()
@@ -513,6 +520,19 @@ class _Worker:
             published_unconfirmed=unconfirmed,
             consumed=_ranges(self.tally.sequences),
             errors=tuple(self.errors),
+            active=self._active_times(),
+        )
+
+    def _active_times(self) -> ActiveTimes:
+        """This worker's first and last sends, last confirm, first and last delivery."""
+        publishers = self.retired_publishers + self.publishers
+        firsts = [p.first_sent_ns for p in publishers if p.first_sent_ns]
+        return ActiveTimes(
+            first_publish=at_ns(min(firsts, default=0)),
+            last_publish=at_ns(max((p.last_sent_ns for p in publishers), default=0)),
+            last_confirm=at_ns(max((p.last_confirmed_ns for p in publishers), default=0)),
+            first_consume=at_ns(self.tally.first_ns),
+            last_consume=at_ns(self.tally.last_ns),
         )
 
     # -- snapshots ----------------------------------------------------------------------
@@ -688,7 +708,7 @@ class _Worker:
                 attempts += 1
                 if not reconnected:
                     try:
-                        fresh = await self._connect(role, client_id)
+                        fresh = await self._connect(role, client_id, attempts)
                     except BrokerUnavailable as exc:
                         last_error = str(exc)
                         continue

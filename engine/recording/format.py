@@ -40,7 +40,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = "1.3"
+SCHEMA_VERSION = "1.4"
 SCHEMA_MAJOR = 1
 
 MANIFEST = "manifest.json"
@@ -162,6 +162,14 @@ QUEUE_SCHEMA = pa.schema(
         pa.field("consumers", pa.int64(), nullable=False),
         pa.field("publish_rate", pa.float64()),
         pa.field("deliver_rate", pa.float64()),
+        # where the queue lives in a cluster (format 1.4; null before): its leader (a classic
+        # queue's master), every member (leader first), those online, a classic queue's
+        # synchronised mirrors, and its state as the broker says it
+        pa.field("leader", pa.string()),
+        pa.field("members", pa.list_(pa.string())),
+        pa.field("online", pa.list_(pa.string())),
+        pa.field("synchronised", pa.list_(pa.string())),
+        pa.field("state", pa.string()),
     ]
 )
 
@@ -206,6 +214,11 @@ NODE_SCHEMA = pa.schema(
         pa.field("running", pa.bool_(), nullable=False),
         # when the node computed its figures, since run start (may be negative); null if unsaid
         pa.field("figures_elapsed_s", pa.float64()),
+        # format 1.4 (null before): the nodes it cannot reach (a partition), and the quorum
+        # queues' Raft term total and commit latency (seconds) from Prometheus
+        pa.field("partitions", pa.list_(pa.string())),
+        pa.field("raft_term_total", pa.int64()),
+        pa.field("raft_commit_latency", pa.float64()),
     ]
 )
 

@@ -430,6 +430,11 @@ class Session:
                     consumers=row["consumers"],
                     publish_rate=row["publish_rate"],
                     deliver_rate=row["deliver_rate"],
+                    leader=row["leader"] or "",
+                    members=tuple(row["members"] or ()),
+                    online=tuple(row["online"] or ()),
+                    synchronised=tuple(row["synchronised"] or ()),
+                    state=row["state"] or "",
                 )
             )
         nodes_at = self._recorded_nodes()
@@ -442,7 +447,10 @@ class Session:
                 name: row[name]
                 for name in ("mem_used", "mem_limit", "disk_free", "disk_free_limit")
             }
-            alarms = {"mem_alarm": bool(row["mem_alarm"]), "disk_alarm": bool(row["disk_alarm"])}
+            alarms: dict[str, Any] = {
+                "mem_alarm": bool(row["mem_alarm"]),
+                "disk_alarm": bool(row["disk_alarm"]),
+            }
             nodes: tuple[NodeSample, ...] = (
                 (NodeSample(RECORDED_NODES, **node_figures, **alarms),)
                 if any(v is not None for v in node_figures.values()) or any(alarms.values())
@@ -498,6 +506,9 @@ class Session:
                     figures_at=None
                     if figures_elapsed is None
                     else self.manifest.start + figures_elapsed,
+                    partitions=tuple(row["partitions"] or ()),
+                    raft_term_total=row["raft_term_total"],
+                    raft_commit_latency=row["raft_commit_latency"],
                 )
             )
         return nodes_at
@@ -756,6 +767,10 @@ def export_csv(session: Session, out_dir: Path) -> list[Path]:
 
     def write(name: str, table: pa.Table) -> None:
         path = out_dir / name
+        for index, column in enumerate(table.schema):
+            if pa.types.is_list(column.type):  # a queue's members: "n1;n2;n3" in one cell
+                joined = pc.binary_join(table.column(index), ";")
+                table = table.set_column(index, column.name, joined)
         pacsv.write_csv(table, path)
         written.append(path)
 

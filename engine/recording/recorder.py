@@ -398,6 +398,11 @@ class Recorder:
                     q.consumers,
                     q.publish_rate,
                     q.deliver_rate,
+                    q.leader,
+                    list(q.members),
+                    list(q.online),
+                    list(q.synchronised),
+                    q.state,
                 )
                 for q in sample.queues
             )
@@ -421,6 +426,9 @@ class Recorder:
                     None
                     if n.figures_at is None
                     else n.figures_at - (self.started_at or n.figures_at),
+                    list(n.partitions),
+                    n.raft_term_total,
+                    n.raft_commit_latency,
                 )
                 for n in nodes
             )

@@ -27,6 +27,7 @@ from flowdeck.engine.commands import (
 from flowdeck.engine.controller import apply_to_settings
 from flowdeck.engine.latency import LATENCY_KEYS, encode, new_histogram, record
 from flowdeck.engine.snapshot import (
+    ActiveTimes,
     ClientSnapshot,
     Counters,
     SequenceRanges,
@@ -70,6 +71,8 @@ async def run_fake_worker(
         emit(ChangeApplied(command.change_id, worker, time.time()))
 
     pending_applies: set[asyncio.Task[None]] = set()
+    first_sent: float | None = None
+    last_sent: float | None = None
     while time.time() < deadline:
         try:
             command = await asyncio.wait_for(commands.get(), 0.05)
@@ -92,6 +95,9 @@ async def run_fake_worker(
             ids = publishers()
             for publisher in ids:
                 sent[publisher] = sent.get(publisher, 0) + whole
+            if whole and ids:  # sent, confirmed and consumed at once, as the fake counts
+                first_sent = first_sent or now
+                last_sent = now
             for _ in range(min(whole * len(ids), 50)):
                 for key in LATENCY_KEYS:
                     record(histograms[key], FAKE_LATENCY_US)
@@ -116,7 +122,10 @@ async def run_fake_worker(
             histograms = {key: new_histogram() for key in LATENCY_KEYS}
             previous_snapshot = last_snapshot = now
     ranges = tuple(SequenceRanges(p, ((0, n),)) for p, n in sorted(sent.items()) if n)
-    return WorkerReport(worker=worker, counters=counters(), confirmed=ranges, consumed=ranges)
+    active = ActiveTimes(first_sent, last_sent, last_sent, first_sent, last_sent)
+    return WorkerReport(
+        worker=worker, counters=counters(), confirmed=ranges, consumed=ranges, active=active
+    )
 
 
 async def run_failing_worker(

@@ -25,6 +25,7 @@ import httpx
 import pyarrow.compute as pc
 import pytest
 
+from flowdeck.collectors import Broker
 from flowdeck.collectors.local_broker import LocalBroker
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine import topology
@@ -74,16 +75,17 @@ def small_spec(name: str, **fields: object) -> RunSpec:
     return RunSpec(**values)  # type: ignore[arg-type]
 
 
-def controller_for(spec: RunSpec, node: LocalBroker, **options: object) -> Controller:
-    values: dict[str, object] = {
-        "uri": node.uri,
-        "management_url": node.management_url,
-        "statistics_interval": STATS_SECONDS,
-        "drain_seconds": 1.0,
-        "cleanup": True,
-    }
+def controller_for(
+    spec: RunSpec, node: LocalBroker, uri: str = "", management_url: str = "", **options: object
+) -> Controller:
+    broker = Broker.parse(
+        uri or node.uri,
+        management_url=management_url or node.management_url,
+        statistics_interval=STATS_SECONDS,
+    )
+    values: dict[str, object] = {"drain_seconds": 1.0, "cleanup": True}
     values.update(options)
-    return Controller(spec, **values)  # type: ignore[arg-type]
+    return Controller(spec, broker=broker, **values)  # type: ignore[arg-type]
 
 
 def events_of(controller: Controller) -> list[RunEvent]:

@@ -36,6 +36,7 @@ def test_presets_lists_one_line_per_preset_starting_with_its_name() -> None:
     assert [line.split()[0] for line in lines] == list(PRESETS)
     bench2 = next(line for line in lines if line.startswith("bench2-sweep "))
     assert "20 publishers x 2000 msg/s" in bench2 and "in-flight 1% (20)" in bench2
+    assert bench2.split()[1:3] == ["fig", "9"]  # the seed figure it reproduces
 
 
 @pytest.mark.parametrize("command", [[], ["run"], ["cockpit"], ["sessions"], ["report"]])

@@ -61,7 +61,7 @@ def test_rates_do_not_alias_when_a_tick_sees_two_snapshots_of_a_worker() -> None
     agg.add(snapshot(0, 101.0, 200))
     agg.add(snapshot(0, 102.0, 300))
     agg.add(snapshot(1, 101.0, 200))
-    second = agg.tick(101.5)
+    second = agg.tick(102.5)  # a tick counts the snapshots taken by its time
     assert first.rates.publish == pytest.approx(200)
     assert second.rates.publish == pytest.approx(200)  # 100/s from each worker
     assert second.totals.published == 500

@@ -12,6 +12,7 @@ import statistics
 
 import pytest
 
+from flowdeck.collectors import Broker
 from flowdeck.engine.change import parse_change
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind, RunEvent
@@ -36,7 +37,7 @@ async def test_fixed_rate_is_achieved_and_nothing_is_lost(
         ack_every=10,
         workers=0,
     )
-    c = Controller(spec, uri=shared_uri, drain_seconds=3, cleanup=True)
+    c = Controller(spec, broker=Broker.parse(shared_uri), drain_seconds=3, cleanup=True)
     ticks: list[Tick] = []
     c.add_listener(lambda u: ticks.append(u) if isinstance(u, Tick) else None)
     await c.start()
@@ -76,7 +77,9 @@ async def test_a_change_mid_run_is_applied_in_every_worker(
         prefetch=200,
         schedule=(ScheduleStep(2.0, parse_change("prefetch=50")),),
     )
-    c = Controller(spec, uri=shared_uri, workers=workers, drain_seconds=3, cleanup=True)
+    c = Controller(
+        spec, broker=Broker.parse(shared_uri), workers=workers, drain_seconds=3, cleanup=True
+    )
     seen: list[object] = []
     c.add_listener(seen.append)
     await c.start()

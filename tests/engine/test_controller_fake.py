@@ -11,6 +11,7 @@ import asyncio
 
 import pytest
 
+from flowdeck.collectors import Broker
 from flowdeck.engine.change import Change, Setting, parse_change
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.errors import FlowdeckError, SpecError
@@ -39,7 +40,12 @@ def small_spec(name: str, **values: object) -> RunSpec:
 
 def controller(spec: RunSpec, uri: str, workers: int, runtime: str = FAKE_RUNTIME) -> Controller:
     return Controller(
-        spec, uri=uri, workers=workers, runtime=runtime, drain_seconds=1, cleanup=True
+        spec,
+        broker=Broker.parse(uri),
+        workers=workers,
+        runtime=runtime,
+        drain_seconds=1,
+        cleanup=True,
     )
 
 

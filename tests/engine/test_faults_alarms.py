@@ -15,7 +15,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import pytest
 
-from flowdeck.collectors import LocalBroker
+from flowdeck.collectors import Broker, LocalBroker
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.progress import Tick
@@ -49,8 +49,7 @@ async def test_memory_and_disk_alarms_block_publishers_and_are_recorded(
     )
     controller = Controller(
         spec,
-        uri=node.uri,
-        management_url=node.management_url,
+        broker=Broker.parse(node.uri, management_url=node.management_url),
         sessions_root=tmp_path,
         drain_seconds=3,
         cleanup=True,
@@ -144,7 +143,7 @@ async def test_a_guessed_management_url_of_another_broker_is_not_used(
         duration=3.0,
         workers=0,
     )
-    controller = Controller(spec, uri=node.uri)
+    controller = Controller(spec, broker=Broker.parse(node.uri))
     events: list[RunEvent] = []
     samples: list[object] = []
 

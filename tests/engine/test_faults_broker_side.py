@@ -16,6 +16,7 @@ import aio_pika
 import httpx
 import pytest
 
+from flowdeck.collectors import Broker
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.progress import RunSummary, Tick
@@ -30,7 +31,9 @@ MANAGEMENT = "http://127.0.0.1:15672"
 async def run_and_break(
     spec: RunSpec, uri: str, breaker: Callable[[], Awaitable[None]]
 ) -> tuple[RunSummary, list[RunEvent], list[Tick]]:
-    controller = Controller(spec, uri=uri, management_url=MANAGEMENT, drain_seconds=3, cleanup=True)
+    controller = Controller(
+        spec, broker=Broker.parse(uri, management_url=MANAGEMENT), drain_seconds=3, cleanup=True
+    )
     events, ticks = collect_updates(controller)
     await controller.start()
     await breaker()

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from flowdeck.collectors import LocalBroker
+from flowdeck.collectors import Broker, LocalBroker
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.progress import RunSummary, Tick
@@ -59,8 +59,7 @@ async def run_with_kill(
     """
     controller = Controller(
         spec,
-        uri=node.uri,
-        management_url=node.management_url,
+        broker=Broker.parse(node.uri, management_url=node.management_url),
         sessions_root=sessions,
         drain_seconds=8,
     )

@@ -12,7 +12,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from flowdeck.collectors import PrometheusServer
+from flowdeck.collectors import Broker, PrometheusServer
 from flowdeck.engine.change import parse_change
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind, RunEvent
@@ -161,7 +161,9 @@ async def test_prometheus_scrapes_a_real_run(
         prometheus.set_targets([f"127.0.0.1:{endpoint.port}"], labels={"run": "metrics"})
         up = _wait_for(prometheus_url, 'up{job="flowdeck"}', lambda v: v == 1, 30)
         assert up == 1, "prometheus never scraped the endpoint"
-        controller = Controller(spec, uri=shared_uri, drain_seconds=3, cleanup=True)
+        controller = Controller(
+            spec, broker=Broker.parse(shared_uri), drain_seconds=3, cleanup=True
+        )
         controller.add_listener(endpoint.observe)
         await controller.start()
         summary = await controller.wait()

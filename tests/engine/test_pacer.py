@@ -80,3 +80,34 @@ def test_rate_zero_is_unlimited() -> None:
 def test_negative_rate_refused() -> None:
     with pytest.raises(ValueError, match="rate must be >= 0"):
         Pacer(-1.0, START)
+
+
+def test_without_catch_up_a_stall_is_skipped_but_its_latency_is_kept() -> None:
+    pacer = Pacer(100.0, START, catch_up=False)
+    pacer.take(pacer.due(START))  # message 0, on time
+    stalled_from = pacer.next_due_ns()  # message 1 was due 10 ms in
+    late = START + NS_PER_S  # the window opens again one second later
+    assert pacer.due(late) == 1  # 100 owed, 99 written off
+    assert pacer.skipped == 99
+    assert pacer.intended_ns(pacer.sent) == stalled_from  # it carries the whole stall
+    pacer.take(1)
+    assert pacer.intended_ns(pacer.sent) == late + NS_PER_S // 100  # then the rate again
+    assert pacer.due(late + NS_PER_S // 20) == 5  # and on at the rate, no burst above it
+
+
+def test_without_catch_up_a_timer_s_jitter_is_still_sent() -> None:
+    pacer = Pacer(1000.0, START, catch_up=False)
+    pacer.take(pacer.due(START))
+    assert pacer.due(START + 50_000_000) == 50  # 50 ms late: within 0.1 s of the rate
+    assert pacer.skipped == 0
+
+
+def test_without_catch_up_a_long_stall_keeps_its_oldest_intended_time() -> None:
+    pacer = Pacer(100.0, START, catch_up=False)
+    pacer.take(pacer.due(START))
+    oldest = pacer.next_due_ns()
+    for late_s in (1, 2, 3):  # asked again and again while nothing can be sent
+        assert pacer.due(START + late_s * NS_PER_S) == 1
+    assert pacer.intended_ns(pacer.sent) == oldest
+    pacer.restart(START + 10 * NS_PER_S)  # a pause ends the stall: no debt, no old time
+    assert pacer.intended_ns(pacer.sent) == START + 10 * NS_PER_S

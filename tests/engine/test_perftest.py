@@ -104,6 +104,9 @@ def test_each_supported_option_sets_its_field() -> None:
         "-k key.1": {"routing_key": "key.1"},
         "-h amqp://u:p@host:5673/v": {"uri": "amqp://u:p@host:5673/v"},
         "-H amqp://one:5672": {"uri": "amqp://one:5672"},
+        "-H amqp://u:p@one:5672,amqp://u:p@two:5673": {
+            "uri": "amqp://u:p@one:5672,amqp://u:p@two:5673"
+        },
         "-d nightly": {"name": "nightly"},
         "-qq": {"queue_type": "quorum", "persistent": True, "durable": True},
         "-sq": {
@@ -185,7 +188,6 @@ UNSUPPORTED = [
     ("-m 10", "-m 10 (flowdeck publishes without transactions"),
     ("-ad true", "-ad true (flowdeck keeps its queues"),
     ("-u a,b", "a list of queue names"),
-    ("-H amqp://a,amqp://b", "-H/--uris with several uris"),
     ("-f immediate", "-f immediate"),
     ("-r 0", "-r 0 (in PerfTest producers then do not publish"),
     ("--metrics-prometheus", "--metrics-prometheus (use flowdeck run --metrics-port"),

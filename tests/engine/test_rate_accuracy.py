@@ -48,7 +48,9 @@ async def test_every_publisher_within_one_percent_of_its_rate_in_every_window(
     )
     await topology.declare(spec, shared_uri)
     messages: list[WorkerMessage] = []
-    worker = _Worker(WorkerAssignment(0, 1, spec, time.time() + 1.0, shared_uri), messages.append)
+    worker = _Worker(
+        WorkerAssignment(0, 1, spec, time.time() + 1.0, (shared_uri,)), messages.append
+    )
     commands: asyncio.Queue[WorkerCommand] = asyncio.Queue()
     task = asyncio.create_task(worker.run(commands))
     try:

@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from flowdeck.collectors import Broker
 from flowdeck.engine.change import parse_change
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.errors import FlowdeckError
@@ -40,7 +41,12 @@ def sweep(name: str, duration: float = 4.0) -> RunSpec:
 async def test_steps_fire_at_their_times_in_order(shared_uri: str, unique_name: str) -> None:
     spec = sweep(unique_name)
     c = Controller(
-        spec, uri=shared_uri, workers=0, runtime=FAKE_RUNTIME, drain_seconds=1, cleanup=True
+        spec,
+        broker=Broker.parse(shared_uri),
+        workers=0,
+        runtime=FAKE_RUNTIME,
+        drain_seconds=1,
+        cleanup=True,
     )
     seen: list[object] = []
     c.add_listener(seen.append)
@@ -64,7 +70,12 @@ async def test_steps_fire_at_their_times_in_order(shared_uri: str, unique_name: 
 async def test_skip_step_applies_the_next_step_now(shared_uri: str, unique_name: str) -> None:
     spec = sweep(unique_name, duration=20.0)
     c = Controller(
-        spec, uri=shared_uri, workers=0, runtime=FAKE_RUNTIME, drain_seconds=1, cleanup=True
+        spec,
+        broker=Broker.parse(shared_uri),
+        workers=0,
+        runtime=FAKE_RUNTIME,
+        drain_seconds=1,
+        cleanup=True,
     )
     await c.start()
     await asyncio.sleep(0.8)  # the first step (0.5 s) has fired

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from flowdeck.collectors import Broker
 from flowdeck.engine import COMMANDS, STEERABLE
 from flowdeck.engine.change import Change, Setting, format_number, parse_change
 from flowdeck.engine.controller import Controller, apply_to_settings
@@ -159,7 +160,9 @@ async def test_key_step_and_relative_change_start_from_the_requested_value(
         duration=3.0,
         durable=False,
     )
-    c = Controller(spec, uri=shared_uri, workers=0, runtime=FAKE_RUNTIME, drain_seconds=1)
+    c = Controller(
+        spec, broker=Broker.parse(shared_uri), workers=0, runtime=FAKE_RUNTIME, drain_seconds=1
+    )
     await c.start()
     try:
         # No await between the requests: the fake applies after 50 ms, so all are pending.

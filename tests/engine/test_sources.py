@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from flowdeck.collectors import Broker as CollectorsBroker
 from flowdeck.collectors import BrokerSample, ManagementCollector
 from flowdeck.engine.errors import FlowdeckError
 from flowdeck.engine.events import EventKind, RunEvent
@@ -99,13 +100,11 @@ def _sources(
     )
     sources = BrokerSources(
         spec or RunSpec(publishers=2, consumers=2),
-        uri="amqp://guest:secret@localhost:5672/%2F",
-        vhost="/",
-        management_url="http://broker.test:15672",
-        management_user="guest",
-        management_password="secret",
-        prometheus_url=None,
-        statistics_interval=0.2,
+        broker=CollectorsBroker.parse(
+            "amqp://guest:secret@localhost:5672/%2F",
+            management_url="http://broker.test:15672",
+            statistics_interval=0.2,
+        ),
         on_sample=taken.updates.append,
         on_event=taken.updates.append,
         on_range=taken.ranges.append,

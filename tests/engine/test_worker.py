@@ -92,7 +92,7 @@ async def run_spec(
         await channel.declare_queue(name, durable=spec.durable, arguments=queue_arguments(spec))
     run = Run(asyncio.Queue())
     try:
-        assignment = WorkerAssignment(0, 1, spec, time.time() + 0.3, uri)
+        assignment = WorkerAssignment(0, 1, spec, time.time() + 0.3, (uri,))
         task = asyncio.create_task(run_worker(assignment, run.commands, run.emit))
         try:
             await script(run)
@@ -355,7 +355,9 @@ async def test_clients_added_and_removed_live(shared_uri: str, unique_name: str)
 
 async def test_unreachable_broker_is_reported(unique_name: str) -> None:
     spec = base_spec(unique_name, "amqp://guest:guest@127.0.0.1:5672/%2F")
-    assignment = WorkerAssignment(0, 1, spec, time.time(), "amqp://guest:nope@127.0.0.1:5672/%2F")
+    assignment = WorkerAssignment(
+        0, 1, spec, time.time(), ("amqp://guest:nope@127.0.0.1:5672/%2F",)
+    )
     with pytest.raises(BrokerUnavailable, match="refused user"):
         await run_worker(assignment, asyncio.Queue(), lambda message: None)
 
@@ -367,7 +369,7 @@ async def test_worker_stops_by_itself_without_a_stop(shared_uri: str, unique_nam
     await channel.declare_queue(spec.queue_name(0), durable=True)
     try:
         # start_at in the past: the grace period has already run out but for a second.
-        assignment = WorkerAssignment(0, 1, spec, time.time() - 30, shared_uri)
+        assignment = WorkerAssignment(0, 1, spec, time.time() - 30, (shared_uri,))
         events: list[WorkerMessage] = []
         report = await asyncio.wait_for(run_worker(assignment, asyncio.Queue(), events.append), 30)
         assert report.counters.published > 0

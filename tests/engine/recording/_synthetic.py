@@ -86,7 +86,14 @@ def broker_sample(at: float, queues: int = 3) -> BrokerSample:
         statistics_interval=5.0,
         nodes=(
             NodeSample(
-                "rabbit@a", mem_used=100, mem_limit=1000, disk_free=5000, disk_free_limit=50
+                "rabbit@a",
+                mem_used=100,
+                mem_limit=1000,
+                disk_free=5000,
+                disk_free_limit=50,
+                partitions=("rabbit@c",),
+                raft_term_total=4,
+                raft_commit_latency=0.002,
             ),
             NodeSample(
                 "rabbit@b",
@@ -99,7 +106,17 @@ def broker_sample(at: float, queues: int = 3) -> BrokerSample:
         ),
         queues=tuple(
             QueueSample(
-                f"q-{i}", "/", "quorum", ready=10 * i, unacked=i, consumers=1, publish_rate=100.0
+                f"q-{i}",
+                "/",
+                "quorum",
+                ready=10 * i,
+                unacked=i,
+                consumers=1,
+                publish_rate=100.0,
+                leader="rabbit@a",
+                members=("rabbit@a", "rabbit@b", "rabbit@c"),
+                online=("rabbit@a", "rabbit@b"),
+                state="running",
             )
             for i in range(queues)
         ),

@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 import pytest
 from _synthetic import SPEC, SyntheticWorker, broker_sample
 
+from flowdeck.collectors import Broker
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.recording import format as fmt
 from flowdeck.engine.recording import recorder as recorder_module
@@ -320,8 +321,9 @@ async def test_the_run_records_the_trouble_as_an_event_when_it_happens(
     )
     controller = Controller(
         spec,
-        uri="amqp://guest:guest@127.0.0.1:5672/%2F",
-        management_url=SHARED_MANAGEMENT,
+        broker=Broker.parse(
+            "amqp://guest:guest@127.0.0.1:5672/%2F", management_url=SHARED_MANAGEMENT
+        ),
         sessions_root=tmp_path,
         drain_seconds=1,
         cleanup=True,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from flowdeck.collectors import Broker
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.recording import format as fmt
@@ -30,7 +31,9 @@ async def test_real_run_reads_back_with_the_totals_the_engine_printed(
         durable=False,
         persistent=False,
     )
-    controller = Controller(spec, uri=shared_uri, sessions_root=tmp_path, workers=0, cleanup=True)
+    controller = Controller(
+        spec, broker=Broker.parse(shared_uri), sessions_root=tmp_path, workers=0, cleanup=True
+    )
     await controller.start()
     summary = await controller.wait()
     assert summary.recording_error == ""

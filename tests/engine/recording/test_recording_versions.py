@@ -60,17 +60,23 @@ def record_ticked_run(root: Path) -> tuple[Path, float]:
     return recorder.session_dir, start
 
 
-def test_format_1_3_reads_tick_times_and_nodes(tmp_path: Path) -> None:
+def test_format_1_4_reads_tick_times_nodes_and_queue_placement(tmp_path: Path) -> None:
     path, start = record_ticked_run(tmp_path)
     session = open_session(path)
-    assert session.manifest.schema_version == fmt.SCHEMA_VERSION == "1.3"
+    assert session.manifest.schema_version == fmt.SCHEMA_VERSION == "1.4"
     ticks = session.ticks()
     assert [t.at for t in ticks] == [start + 1.001, start + 2.001, start + 3.001, start + 3.7]
-    # Each tick has the snapshots the controller had, though taken a millisecond later.
-    assert [t.totals.published for t in ticks] == [100, 200, 300, 300]
+    # Each tick has the snapshots the controller had and that were taken by its time, as
+    # the live controller counted them: a snapshot stamped a millisecond after a tick
+    # belongs to the next one (the last tick, at 3.7 s, has them all).
+    assert [t.totals.published for t in ticks] == [0, 100, 200, 300]
     samples = session.broker_samples()
     assert [n.name for n in samples[0].nodes] == ["rabbit@a", "rabbit@b"]
     assert samples[0].nodes == broker_sample(start + 1.5).nodes
+    # a cluster's placement and partitions read back as the collector gave them (1.4)
+    assert samples[0].queues == broker_sample(start + 1.5).queues
+    assert samples[0].queues[0].leader == "rabbit@a"
+    assert samples[0].nodes[0].partitions == ("rabbit@c",)
 
 
 def test_session_before_1_3_reads_with_whole_second_ticks_and_one_summed_node(

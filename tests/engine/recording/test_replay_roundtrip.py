@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from flowdeck.collectors import Broker
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.controller import Controller
@@ -106,7 +107,7 @@ async def test_session_ticks_are_the_live_ticks(
         schedule=(ScheduleStep(2.0, Change(Setting.INFLIGHT, 50.0)),),
     )
     controller = Controller(
-        spec, uri=shared_uri, sessions_root=tmp_path, workers=workers, cleanup=True
+        spec, broker=Broker.parse(shared_uri), sessions_root=tmp_path, workers=workers, cleanup=True
     )
     samples: list[BrokerSample] = []
     controller.add_listener(lambda u: samples.append(u) if isinstance(u, BrokerSample) else None)
