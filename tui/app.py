@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import time
+from collections import deque
 from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import ClassVar
 
-from textual.app import App
+from textual import events
+from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
+from textual.timer import Timer
 
 from flowdeck.engine import RunSpec
 from flowdeck.tui.commands import SteeringCommands
@@ -33,13 +37,23 @@ def freeze_long_lived(*, collect: bool = False) -> None:
     gc.freeze()
 
 
+#: Longest a typed-ahead key waits for the screen it was typed at to take the focus; past
+#: it the key goes where it would have gone anyway (a screen with nothing to focus).
+KEY_HOLD_LIMIT = 1.0
+#: How often held keys look again whether their screen is ready.
+KEY_HOLD_POLL = 0.01
+
+
 class FlowdeckApp(App[None]):
     """Opens on the launch screen, or straight on a run's dashboard when given one."""
 
     CSS_PATH = "app.tcss"
     TITLE = "flowdeck"
     COMMANDS = App.COMMANDS | {SteeringCommands}
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("ctrl+q", "quit", "quit", priority=True)]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+q", "quit", "quit", priority=True),
+        Binding("question_mark,f1", "help", "help", key_display="?"),
+    ]
 
     def __init__(
         self,
@@ -67,6 +81,15 @@ class FlowdeckApp(App[None]):
 
         #: Owns the private node every launch of this session shares; stopped on quit.
         self.provisioner = Provisioner(name="flowdeck-cockpit")
+        #: Changes typed at the change prompt this session, oldest first (its up/down keys).
+        self.change_history: list[str] = []
+        # Keys typed while a screen opens wait here, in order, until it has the focus.
+        self._held_keys: deque[events.Key | events.Paste] = deque()
+        self._released: set[int] = set()  # handed on, not yet back in on_event
+        self._held_since = 0.0
+        self._key_in_flight: events.Key | events.Paste | None = None
+        self._in_flight_since = 0.0
+        self._release_timer: Timer | None = None
 
     def on_mount(self) -> None:
         for theme in THEMES:
@@ -87,6 +110,115 @@ class FlowdeckApp(App[None]):
             self.push_screen(SessionsScreen())
         elif self.launch:
             self.call_after_refresh(launch_screen.action_launch)
+
+    # -- typed-ahead keys ------------------------------------------------------------------
+    #
+    # Textual hands a key to the focused widget through its message queue, and checks the
+    # screen's bindings only once the key has bubbled back up to the app; the next key is
+    # handed on meanwhile. So in "=inflight=1" typed in one burst, "=" opened the prompt
+    # after "inflight=1" had gone to the dashboard: the prompt got nothing. Here a key waits
+    # until the one before it has been handled all the way (and whatever screen it opened
+    # has focused its input) before it is handed on, so keys land where the screen they
+    # were typed at would have put them, in order.
+
+    def ready_for_keys(self) -> bool:
+        """Whether the screen on top can take a key now: it is mounted, has given the
+        focus to its input (or has nothing to focus), and what the last key set off has
+        been handled (Enter in a prompt submits, and the prompt closes, through messages:
+        a key handed on before would go to the closing prompt)."""
+        try:
+            screen = self.screen
+        except ScreenStackError:  # quitting: no screen left to take keys
+            return False
+        if not screen.is_mounted:
+            return False
+        focused = screen.focused
+        if focused is None:
+            return not screen.focus_chain
+        # What a key sets off travels from the focused widget up to its screen.
+        path = [node for node in focused.ancestors_with_self if node is not self]
+        return all(node._message_queue.empty() for node in path)
+
+    async def on_event(self, event: events.Event) -> None:
+        if not isinstance(event, events.Key | events.Paste):
+            await super().on_event(event)
+            return
+        if not self._screen_stack:
+            return  # quitting: no screen left to take it
+        if event.is_forwarded:  # back from the widgets: the bindings are checked now
+            await super().on_event(event)
+            if event is self._key_in_flight:
+                self._key_landed()
+            return
+        released = id(event) in self._released
+        self._released.discard(id(event))
+        if not released and (
+            self._key_in_flight is not None or self._held_keys or not self.ready_for_keys()
+        ):
+            if not self._held_keys:
+                self._held_since = time.monotonic()
+            self._held_keys.append(event)
+            self._arm_release()
+            return
+        self._key_in_flight = event
+        self._in_flight_since = time.monotonic()
+        await super().on_event(event)
+        if not event.is_forwarded:  # a priority binding took it at once
+            self._key_landed()
+        else:
+            self._arm_release()
+
+    def _key_landed(self) -> None:
+        self._key_in_flight = None
+        self._release_held_key()
+
+    def _arm_release(self) -> None:
+        if self._release_timer is None:
+            self._release_timer = self.set_timer(KEY_HOLD_POLL, self._on_release_timer)
+
+    def _on_release_timer(self) -> None:
+        self._release_timer = None
+        in_flight = self._key_in_flight
+        if in_flight is not None:
+            # A widget that used the key stops it (it never comes back to the app).
+            waited = time.monotonic() - self._in_flight_since
+            if not in_flight._stop_propagation and waited < KEY_HOLD_LIMIT:
+                self._arm_release()
+                return
+            self._key_in_flight = None
+        self._release_held_key()
+
+    def _release_held_key(self) -> None:
+        """Hand the oldest held key on once its screen is ready (or it waited too long)."""
+        if not self._held_keys or self._key_in_flight is not None or self._released:
+            return
+        waited = time.monotonic() - self._held_since
+        if not self.ready_for_keys() and waited < KEY_HOLD_LIMIT:
+            self._arm_release()
+            return
+        event = self._held_keys.popleft()
+        self._held_since = time.monotonic()
+        self._released.add(id(event))
+        self.post_message(event)
+
+    def action_help(self) -> None:
+        """``?`` (or F1) on any screen: the keys of the screen on top."""
+        from flowdeck.tui.screens.help import HelpScreen, rows_for
+
+        if isinstance(self.screen, HelpScreen):
+            self.screen.dismiss(None)
+            return
+        self.push_screen(HelpScreen(rows_for(self.screen)))
+
+    async def action_quit(self) -> None:
+        """Quit within a second or two, saying what it waits for. The private node is
+        throwaway (its data directory goes with it), so it is killed, not shut down: a
+        graceful stop took 12-14 s with the screen frozen and nothing said."""
+        node = self.provisioner.running_node
+        if node is not None:
+            self.notify("quitting: stopping the private RabbitMQ node…", timeout=30)
+            await asyncio.to_thread(node.kill)
+        self.exit()
 
     async def on_unmount(self) -> None:
         # The screens (and the run they steer) are closed by now; stopping a node takes

@@ -10,14 +10,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from flowdeck.collectors import (
-    ManagementCollector,
-    SourceError,
-    credentials_from_uri,
-    find_tool,
-    management_url_for,
-    redact,
-)
+from flowdeck.collectors import Broker, ManagementCollector, SourceError, find_tool, redact
 from flowdeck.engine import FlowdeckError, http_context
 
 
@@ -54,15 +47,19 @@ async def check_amqp(uri: str) -> CheckLine:
 async def check_management(
     uri: str, management_url: str, verify: ssl.SSLContext | bool = True
 ) -> CheckLine:
-    user, password, vhost = credentials_from_uri(uri)
     if not management_url:
         from flowdeck.tui.cli.broker import started_node_for
 
         node = started_node_for(uri)
         management_url = node.management_url if node is not None else ""
-    url = management_url or management_url_for(uri)
+    broker = Broker.parse(uri, management_url=management_url)
+    user, password = broker.management_login
     collector = ManagementCollector(
-        url, username=user, password=password, vhost=vhost, verify=verify
+        broker.usual_management_url,
+        username=user,
+        password=password,
+        vhost=broker.vhost,
+        verify=verify,
     )
     try:
         return CheckLine("management", True, await collector.check())

@@ -2,14 +2,19 @@
 
 Each row says which key does what; :func:`bindings` turns the table into Textual
 bindings and the help screen renders the same rows, so the help can never disagree with
-what the keys do.
+what the keys do. Other screens' help is read off their own bindings
+(:func:`rows_from_bindings`).
+
+The footer has one line: the rows it shows carry a short ``hint`` and a ``footer`` rank,
+and the bindings come in rank order, so on a narrow terminal what is cut off at the right
+is the least needed, and ``?`` (every key) is always first.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 
 from flowdeck.engine import (
     BY_SETTING,
@@ -31,7 +36,10 @@ class KeyRow:
     action: str
     description: str
     group: str
-    show: bool = False  # shown in the footer
+    #: Place in the footer (1 first); 0: not in the footer, only in the help.
+    footer: int = 0
+    #: The footer's word for it (the description when empty).
+    hint: str = ""
 
 
 #: What each steerable setting is called in key help, toasts and the palette.
@@ -50,34 +58,103 @@ def _steering_rows() -> list[KeyRow]:
 
 KEY_TABLE: tuple[KeyRow, ...] = (
     *_steering_rows(),
-    KeyRow("equals_sign", "exact_change", "type an exact change (inflight=200)", "Steer", True),
-    KeyRow("space", "pause_resume", "pause / resume publishing", "Steer", True),
-    KeyRow("m", "mark_phase", "mark a phase with a label", "Steer", True),
-    KeyRow("n", "skip_step", "skip to the next schedule step", "Steer", True),
-    KeyRow("s", "stop_run", "stop the run (asks first)", "Run", True),
-    KeyRow("l", "toggle_basis", "latency from actual / intended send time", "View", True),
+    KeyRow(
+        "equals_sign", "exact_change", "type an exact change (inflight=200)", "Steer", 2, "change"
+    ),
+    KeyRow("space", "pause_resume", "pause / resume publishing", "Steer", 3, "pause"),
+    KeyRow("m", "mark_phase", "mark a phase with a label", "Steer", 5, "mark"),
+    KeyRow("n", "skip_step", "skip to the next schedule step", "Steer", 6, "next step"),
+    KeyRow(
+        "S",
+        "resume_schedule",
+        "resume the schedule (an operator change paused it)",
+        "Steer",
+        7,
+        "resume schedule",
+    ),
+    KeyRow("o", "autotune", "autopilot: search the in-flight limit live (o again: stop)", "Steer"),
+    KeyRow("s", "stop_run", "stop the run (asks first)", "Run", 4, "stop"),
+    KeyRow("l", "toggle_basis", "latency from actual / intended send time", "View", 8, "latency"),
+    KeyRow("v", "toggle_view", "charts / broker and events (narrow terminals)", "View", 9, "view"),
     KeyRow("e", "show_tab('events')", "show the event log", "View"),
     KeyRow("q", "show_tab('queues')", "show the queue table", "View"),
-    KeyRow("question_mark", "help", "this help", "View", True),
+    KeyRow("t", "show_tab('verdicts')", "show the per-setting table (verdicts)", "View"),
+    KeyRow("question_mark", "help", "this help (F1 too)", "View", 1, "help"),
     KeyRow("ctrl+p", "command_palette", "command palette (every action by name)", "View"),
 )
+
+#: ``?`` on every screen, first in the footer (each screen lists it first in its
+#: bindings; the app binds it too, for screens that do not). Not a priority binding: in a
+#: text field ``?`` types itself (a URI's query has one), F1 opens the help there.
+HELP_BINDING = Binding("question_mark,f1", "app.help", "help", key_display="?")
 
 #: How keys read on screen (Textual names some keys by word).
 KEY_DISPLAY = {"equals_sign": "=", "question_mark": "?", "space": "space"}
 
+#: How keys read in the help, by Textual's key name.
+KEY_NAMES = {
+    "escape": "Esc",
+    "enter": "Enter",
+    "space": "Space",
+    "left": "←",
+    "right": "→",
+    "up": "↑",
+    "down": "↓",
+    "home": "Home",
+    "end": "End",
+    "plus": "+",
+    "minus": "-",
+    "equals_sign": "=",
+    "question_mark": "?",
+}
+
+
+def key_label(key: str) -> str:
+    """``ctrl+r`` as ``Ctrl+R``, ``escape,enter`` as ``Esc / Enter``: a key as the help
+    names it."""
+    names = []
+    for part in key.split(","):
+        if part.startswith("ctrl+"):
+            names.append("Ctrl+" + part[5:].upper())
+        elif len(part) == 2 and part[0] == "f" and part[1].isdigit():
+            names.append(part.upper())
+        else:
+            names.append(KEY_NAMES.get(part, part))
+    return " / ".join(names)
+
 
 def bindings(rows: tuple[KeyRow, ...] = KEY_TABLE) -> list[Binding]:
+    """The rows as Textual bindings, the footer's first: in footer rank order."""
+    shown = sorted((row for row in rows if row.footer), key=lambda row: row.footer)
+    hidden = [row for row in rows if not row.footer]
     return [
         Binding(
             row.key,
             row.action,
-            row.description,
-            show=row.show,
+            row.hint or row.description,
+            show=bool(row.footer),
             key_display=KEY_DISPLAY.get(row.key),
+            tooltip=row.description,
         )
-        for row in rows
+        for row in (*shown, *hidden)
         if row.key != "ctrl+p"  # the app binds the palette itself
     ]
+
+
+def rows_from_bindings(screen_bindings: list[BindingType], group: str) -> tuple[KeyRow, ...]:
+    """A screen's help rows, read off its bindings (those with a description)."""
+    rows = []
+    for binding in screen_bindings:
+        if isinstance(binding, Binding) and binding.description:
+            rows.append(
+                KeyRow(
+                    binding.key,
+                    binding.action,
+                    binding.tooltip or binding.description,
+                    group,
+                )
+            )
+    return tuple(rows)
 
 
 def step_change(requested: Settings, setting: Setting, direction: int) -> Change:

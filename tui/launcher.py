@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import atexit
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from flowdeck.collectors import LocalBroker, Provisioner
@@ -40,6 +40,7 @@ def prepare_run(
     management_password: str | None = None,
     *,
     provisioner: Provisioner | None = None,
+    cleanup: bool = False,
 ) -> PreparedRun:
     """Build the controller; with no uri in the spec the run goes to ``provisioner``'s
     private node, started first when it runs none (the cockpit's app owns the provisioner,
@@ -50,6 +51,9 @@ def prepare_run(
 
     The password may come from ``FLOWDECK_PASSWORD``, the management API's from
     ``management_password`` or ``FLOWDECK_MANAGEMENT_PASSWORD`` (see engine.credentials).
+
+    ``cleanup`` deletes the run's queues when it ends (the demo's tour: a backlog left on
+    a shared broker would greet the next tour).
 
     Blocks while a node starts (seconds): call it from a thread worker.
     """
@@ -62,14 +66,11 @@ def prepare_run(
     provisioner = provisioner or _process_provisioner()
     broker = resolve_broker(spec, provisioner, environ={})
     # the connect form, with FLOWDECK_PASSWORD's password if set; a private node's is guest's
-    uri = broker.uri if broker.private else resolve_uri(broker.uri)
-    control = Controller(
-        spec,
-        uri=uri,
-        management_url=broker.management_url,
-        management_password=resolve_management_password(management_password),
-        prometheus_url=broker.prometheus_url,
-        sessions_root=sessions_root,
-        statistics_interval=broker.statistics_interval,
-    )
+    if not broker.private:
+        broker = broker.with_nodes(resolve_uri(broker.uri_list))
+    broker = replace(broker, management_password=resolve_management_password(management_password))
+    control = Controller(spec, broker=broker, sessions_root=sessions_root, cleanup=cleanup)
+    from flowdeck.engine import ControlServer
+
+    control.add_sink(ControlServer(control))  # flowdeck steer, runs and attach find the run
     return PreparedRun(control, provisioner.running_node if broker.private else None)

@@ -7,12 +7,35 @@ Everything here is pure (no Textual), so the maths tests without a screen.
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from flowdeck.collectors import BrokerSample
-from flowdeck.engine import EventKind, LatencyKind, Percentiles, RunEvent, SendBasis, Tick
+from flowdeck.engine import (
+    EventKind,
+    LatencyKind,
+    Percentiles,
+    RunEvent,
+    SendBasis,
+    Setting,
+    Settings,
+    SpecError,
+    Tick,
+    format_number,
+    parse_change,
+)
+from flowdeck.spark_reports.verdict import (
+    PhaseLoad,
+    Recommendation,
+    SweepPoint,
+    Verdict,
+    judge,
+    ranked_throughput,
+    recommend,
+)
 
 #: Seconds of history the charts show.
 WINDOW_SECONDS = 300
@@ -46,6 +69,95 @@ class PhaseMark:
     elapsed: float
     label: str
 
+    @property
+    def tag(self) -> str:
+        """The label as the charts print it beside the phase line (:func:`phase_tag`)."""
+        return phase_tag(self.label)
+
+
+#: How the charts and the per-setting table abbreviate each setting: ``if=40``, ``pf=500``.
+SETTING_TAGS: dict[Setting, str] = {
+    Setting.INFLIGHT: "if",
+    Setting.PREFETCH: "pf",
+    Setting.ACK_EVERY: "ack",
+    Setting.RATE: "rate",
+    Setting.PUBLISHERS: "pub",
+    Setting.CONSUMERS: "con",
+}
+#: The flag before a phase the operator marked with a label of their own.
+MARK_FLAG = "⚑"
+
+
+def phase_tag(label: str) -> str:
+    """A phase label in a few cells: a change in force reads ``if=40`` or ``pf=500``, pause
+    and resume as themselves, and a mark (any label that is not a change) as ``⚑ label``.
+    The run's first phase (``start``) and its ``drain`` keep their names."""
+    if label in ("", "start", "drain"):
+        return label or "start"
+    try:
+        change = parse_change(label)
+    except SpecError:
+        return f"{MARK_FLAG} {label}"
+    if change.setting is Setting.MARK:
+        return f"{MARK_FLAG} {change.label or 'mark'}"
+    if change.setting not in SETTING_TAGS or change.value is None:
+        return change.setting.value
+    if change.relative:
+        return change.describe().replace(change.setting.value, SETTING_TAGS[change.setting], 1)
+    return format_tag(change.setting, change.value)
+
+
+def format_tag(setting: Setting, value: float) -> str:
+    """``if=40``: a setting's short name and its value."""
+    return f"{SETTING_TAGS[setting]}={format_number(value)}"
+
+
+#: The kinds of period the charts shade: broker alarm or blocked publishers, publishing
+#: paused, broker connection lost.
+SHADE_KINDS = ("alarm", "paused", "outage")
+
+
+@dataclass(frozen=True, slots=True)
+class Shade:
+    """A stretch of the run's clock the charts shade (``kind`` one of :data:`SHADE_KINDS`);
+    ``end`` is the last second seen in it while it lasts."""
+
+    kind: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseSecond:
+    """One engine tick of a phase: what the per-setting table summarises."""
+
+    elapsed: float
+    publish: float
+    confirm: float
+    consume: float
+    target: float  # 0: no rate limit (or paused)
+    pending_confirms: int
+    blocked: int
+    paused: bool
+    alarm: bool
+    #: e2e latency from the actual send time over the tick, ms (None: nothing measured).
+    p50: float | None
+    p99: float | None
+
+
+@dataclass
+class PhaseTrack:
+    """Everything the screen saw of one phase: its ticks and the broker's queue depth."""
+
+    index: int
+    label: str
+    start: float
+    settings: Settings
+    drain: bool = False
+    seconds: list[PhaseSecond] = field(default_factory=list)
+    #: (elapsed, ready messages) of fresh broker polls, per source.
+    polls: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
+
 
 @dataclass
 class RunHistory:
@@ -61,6 +173,14 @@ class RunHistory:
     depth: deque[tuple[float, int]] = field(default_factory=deque)
     events: list[RunEvent] = field(default_factory=list)
     alarms: set[str] = field(default_factory=set)
+    #: Every phase of the run so far (not only the window): the per-setting table's rows.
+    tracks: list[PhaseTrack] = field(default_factory=list)
+    #: Alarm, pause and outage periods within the window, for the charts' shading.
+    shades: deque[Shade] = field(default_factory=deque)
+    #: Publishing has stopped at the run's end; consumers take what is left.
+    draining: bool = False
+    #: Workers that lost their broker connection and have not got it back.
+    outages: int = 0
     #: The clock ages are measured against: None = the wall clock (a live run); a replay
     #: sets it to the recorded time being shown.
     clock: float | None = None
@@ -84,7 +204,56 @@ class RunHistory:
             )
         )
         self.latency.append(LatencyPoint(tick.elapsed, dict(tick.latency)))
+        self._track(tick)
         self._trim(tick.elapsed)
+
+    def _track(self, tick: Tick) -> None:
+        """File the tick under its phase (the drain is a phase of its own) and extend the
+        shaded periods it falls in."""
+        drain = self.draining
+        index = -1 if drain else tick.phase_index
+        track = self.tracks[-1] if self.tracks else None
+        if track is None or track.index != index:
+            label = "drain" if drain else tick.phase or "start"
+            track = PhaseTrack(index, label, tick.elapsed, tick.settings, drain=drain)
+            self.tracks.append(track)
+        track.settings = tick.settings
+        e2e = tick.latency.get((LatencyKind.END_TO_END, SendBasis.ACTUAL))
+        measured = e2e is not None and e2e.count > 0
+        alarm = bool(self.alarms) or tick.blocked > 0
+        track.seconds.append(
+            PhaseSecond(
+                elapsed=tick.elapsed,
+                publish=tick.publish_rate,
+                confirm=tick.confirm_rate,
+                consume=tick.consume_rate,
+                target=tick.target_rate,
+                pending_confirms=tick.pending_confirms,
+                blocked=tick.blocked,
+                paused=tick.settings.paused,
+                alarm=alarm,
+                p50=e2e.p50 if e2e is not None and measured else None,
+                p99=e2e.p99 if e2e is not None and measured else None,
+            )
+        )
+        for kind, on in (
+            ("alarm", alarm),
+            ("paused", tick.settings.paused),
+            ("outage", self.outages > 0),
+        ):
+            if on:
+                self._shade(kind, tick.elapsed)
+
+    def _shade(self, kind: str, elapsed: float) -> None:
+        """Extend the open period of ``kind`` to ``elapsed``, or open one a second back."""
+        for position in range(len(self.shades) - 1, -1, -1):
+            shade = self.shades[position]
+            if shade.kind == kind:
+                if elapsed - shade.end <= 1.5:
+                    self.shades[position] = Shade(kind, shade.start, elapsed)
+                    return
+                break
+        self.shades.append(Shade(kind, max(0.0, elapsed - 1.0), elapsed))
 
     def add_broker(self, sample: BrokerSample) -> None:
         self.broker[sample.source] = sample
@@ -93,6 +262,9 @@ class RunHistory:
             self.depth.append((elapsed, sample.queue_depth))
             while len(self.depth) > 2 and self.depth[0][0] < elapsed - self.window:
                 self.depth.popleft()
+            if self.tracks:
+                polls = self.tracks[-1].polls.setdefault(sample.source, [])
+                polls.append((elapsed, sample.queue_ready))
         self.alarms = set()
         for fresh in self.broker.values():
             if fresh.memory_alarm:
@@ -102,7 +274,13 @@ class RunHistory:
 
     def add_event(self, event: RunEvent) -> None:
         self.events.append(event)
-        if event.kind is EventKind.ALARM_RAISED:
+        if event.kind is EventKind.DRAIN:
+            self.draining = True
+        elif event.kind is EventKind.OUTAGE_STARTED:
+            self.outages += 1
+        elif event.kind is EventKind.OUTAGE_ENDED:
+            self.outages = max(0, self.outages - 1)
+        elif event.kind is EventKind.ALARM_RAISED:
             resource = str(event.detail.get("alarm", "")) or _alarm_word(event.message)
             if resource:
                 self.alarms.add(resource)
@@ -141,6 +319,285 @@ class RunHistory:
             self.latency.popleft()
         while self.phases and self.phases[0].elapsed < horizon:
             self.phases.popleft()
+        while self.shades and self.shades[0].end < horizon:
+            self.shades.popleft()
+
+
+@dataclass(frozen=True, slots=True)
+class RunState:
+    """What the publishers are doing, in one true phrase, and how loud to show it."""
+
+    word: str
+    severity: str  # "ok", "warning" or "error"
+
+
+def run_state(history: RunHistory, settings: Settings) -> RunState:
+    """``publishing`` only when publishers can publish: a broker alarm or blocked
+    connections say ``BLOCKED by memory alarm on <node>`` (the client's own
+    ``connection.blocked`` is the fastest signal, the alarm events and samples name the
+    cause), a pause ``paused``, the run's end ``draining``, a lost connection
+    ``reconnecting``."""
+    if history.draining:
+        return RunState("draining", "warning")
+    if history.outages:
+        return RunState("RECONNECTING: broker connection lost", "error")
+    if settings.paused:
+        return RunState("paused", "warning")
+    tick = history.last_tick
+    blocked = tick.blocked if tick is not None else 0
+    if history.alarms or blocked:
+        causes = []
+        sample = history.sample
+        nodes = sample.nodes if sample is not None else ()
+        for alarm in sorted(history.alarms):
+            where = [n.name for n in nodes if (n.mem_alarm if alarm == "memory" else n.disk_alarm)]
+            causes.append(f"{alarm} alarm" + (f" on {', '.join(where)}" if where else ""))
+        cause = " and ".join(causes) or "the broker (flow control)"
+        count = f" ({blocked} of {tick.connections} connections)" if tick and blocked else ""
+        return RunState(f"BLOCKED by {cause}{count}", "error")
+    if settings.publishers == 0:
+        return RunState("no publishers", "warning")
+    return RunState("publishing", "ok")
+
+
+# -- the per-setting table: each phase summed up and judged by the report's rules --------
+
+#: A phase's first seconds after a change are its transition (windows filling, prefetch
+#: re-consumes, a backlog draining): they are left out of its sustained figures when the
+#: phase has at least twice as many seconds.
+SETTLE_SECONDS = 3
+#: The settings the report sweeps (``spark_reports.figures.SWEEP_SETTINGS``): a run that
+#: ran two or more values of one gets a recommendation.
+SWEEP_SETTINGS: tuple[Setting, ...] = (Setting.INFLIGHT, Setting.PREFETCH, Setting.ACK_EVERY)
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseFigures:
+    """One row of the per-setting table: a phase's sustained figures and its verdict.
+
+    Sustained rates and latency are medians over the phase's steady seconds (all its
+    seconds but the first :data:`SETTLE_SECONDS`), so a catch-up burst or a stall of a
+    second or two does not move them; gauges (pending confirms) are means, blocked and
+    alarm seconds are counted over the whole phase, and the queue trend is the
+    least-squares slope of the ready count over the phase's broker polls — the report's
+    rules (``spark_reports.measure``) with medians for its means.
+    """
+
+    index: int
+    label: str
+    settings: Settings
+    seconds: int
+    steady: int
+    publish: float
+    confirm: float
+    consume: float
+    p50: float | None
+    p99: float | None
+    depth_slope: float | None
+    load: PhaseLoad
+    verdict: Verdict
+    reason: str
+    #: Steady seconds in which publishing was paused.
+    paused_seconds: int = 0
+    drain: bool = False
+
+    @property
+    def taken(self) -> float:
+        """What the broker took: confirms with publisher confirms on, else publishes."""
+        return self.confirm or self.publish
+
+    @property
+    def consume_ratio(self) -> float | None:
+        """Consumed over what the broker took (confirmed, or published without confirms)."""
+        return self.consume / self.taken if self.taken > 0 else None
+
+    @property
+    def paused_only(self) -> bool:
+        """Paused throughout: no load to compare (the report leaves such phases out too)."""
+        return self.paused_seconds >= self.steady
+
+    def ranked(self, fan_out: int = 1) -> float:
+        """Throughput as the recommendation ranks it: consumed, capped at the target (times
+        the fan-out)."""
+        return ranked_throughput(
+            0, self.consume, self.load.target_rate, self.p99, self.verdict, fan_out=fan_out
+        ).throughput
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(statistics.median(values)) if values else 0.0
+
+
+def _slope(points: Sequence[tuple[float, int]]) -> float | None:
+    """Least-squares slope in msg/s (None below two polls or with no time between them)."""
+    if len(points) < 2:
+        return None
+    xs = [x for x, _ in points]
+    ys = [float(y) for _, y in points]
+    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
+    spread = sum((x - mean_x) ** 2 for x in xs)
+    if spread <= 0:
+        return None
+    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
+
+
+def phase_figures(track: PhaseTrack) -> PhaseFigures | None:
+    """The track summed up and judged with ``spark_reports.verdict.judge``; None when it has
+    no second yet. The drain is not judged (the report's ``drain`` verdict)."""
+    seconds = track.seconds
+    if not seconds:
+        return None
+    steady = seconds[SETTLE_SECONDS:] if len(seconds) >= 2 * SETTLE_SECONDS else seconds
+    running = [s for s in steady if not s.paused]
+    targets = [s.target for s in running]
+    target = sum(targets) / len(targets) if targets and all(t > 0 for t in targets) else None
+    unpaused = _median([s.publish for s in running]) if len(running) < len(steady) else None
+    # The report reads the queue depth from one source per session, the one with most polls.
+    polls = max(track.polls.values(), key=len, default=[])
+    latencies = [s for s in steady if s.p50 is not None and s.p99 is not None]
+    load = PhaseLoad(
+        publish_rate=_median([s.publish for s in steady]),
+        consume_rate=_median([s.consume for s in steady]),
+        confirm_rate=_median([s.confirm for s in steady]),
+        target_rate=target,
+        pending_confirms_mean=sum(s.pending_confirms for s in steady) / len(steady),
+        inflight=track.settings.inflight,
+        publishers=track.settings.publishers,
+        blocked_s=float(sum(1 for s in seconds if s.blocked > 0)),
+        alarm_s=float(sum(1 for s in seconds if s.alarm)),
+        depth_start=float(polls[0][1]) if polls else None,
+        depth_end=float(polls[-1][1]) if polls else None,
+        depth_slope=_slope(polls),
+        publish_rate_unpaused=unpaused if running else None,
+        seconds=len(steady),
+        paused_s=len(steady) - len(running),
+    )
+    if track.drain:
+        verdict, reason = Verdict.DRAIN, "the drain: publishing stopped, consumers take the rest"
+    else:
+        verdict, reason = judge(load)
+    return PhaseFigures(
+        index=track.index,
+        label=track.label,
+        settings=track.settings,
+        seconds=len(seconds),
+        steady=len(steady),
+        publish=load.publish_rate,
+        confirm=load.confirm_rate or 0.0,
+        consume=load.consume_rate,
+        p50=_median([s.p50 or 0.0 for s in latencies]) if latencies else None,
+        p99=_median([s.p99 or 0.0 for s in latencies]) if latencies else None,
+        depth_slope=load.depth_slope,
+        load=load,
+        verdict=verdict,
+        reason=reason,
+        paused_seconds=len(steady) - len(running),
+        drain=track.drain,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SettingVerdicts:
+    """The per-setting table: its rows, the best one and the report's recommendation."""
+
+    rows: tuple[PhaseFigures, ...]
+    #: Index in ``rows`` of the row to highlight (None: nothing to compare yet).
+    best: int | None
+    recommendations: tuple[tuple[Setting, Recommendation], ...]
+
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """What the report prints per sweep: the last line of each recommendation."""
+        return tuple(rec.reasoning[-1] for _, rec in self.recommendations)
+
+
+def fan_out(history: RunHistory) -> int:
+    """How many times each published message is consumed over the run so far (the report's
+    ``_fan_out`` over the whole session's totals)."""
+    tick = history.last_tick
+    if tick is None or tick.totals.published <= 0:
+        return 1
+    return max(1, round(tick.totals.consumed / tick.totals.published))
+
+
+def setting_verdicts(history: RunHistory, max_p99_ms: float | None = None) -> SettingVerdicts:
+    """Every phase judged, and the recommendation the report would print for the run so far.
+
+    Which phases count mirrors the report's sweeps: phases with data, not the drain, not
+    paused throughout; a setting among :data:`SWEEP_SETTINGS` that took two or more values
+    there is a sweep, ranked by the consume rate capped at the phase's target
+    (``ranked_throughput``) and recommended with ``recommend``.
+    """
+    rows = tuple(f for f in (phase_figures(t) for t in history.tracks) if f is not None)
+    active = [r for r in rows if not r.drain and not r.paused_only]
+    spread = fan_out(history)
+    recommendations: list[tuple[Setting, Recommendation]] = []
+    for setting in SWEEP_SETTINGS:
+        field_name = setting.value
+        if len({getattr(r.settings, field_name) for r in active}) < 2:
+            continue
+        points = [_point(r, field_name, spread) for r in active]
+        recommendations.append((setting, recommend(field_name, points, max_p99_ms, spread)))
+    best = _best_row(rows, active, recommendations, spread)
+    return SettingVerdicts(rows, best, tuple(recommendations))
+
+
+def _point(row: PhaseFigures, field_name: str, spread: int) -> SweepPoint:
+    return ranked_throughput(
+        value=int(getattr(row.settings, field_name)),
+        achieved=row.consume,
+        target=row.load.target_rate,
+        p99_ms=row.p99,
+        verdict=row.verdict,
+        label=row.label,
+        fan_out=spread,
+    )
+
+
+def _best_row(
+    rows: Sequence[PhaseFigures],
+    active: Sequence[PhaseFigures],
+    recommendations: Sequence[tuple[Setting, Recommendation]],
+    spread: int,
+) -> int | None:
+    """The recommended value's phase (its best-ranked one when it ran more than once); with
+    no recommendation, the best-ranked phase that is not overloaded."""
+    candidates = [r for r in active if r.verdict is not Verdict.OVERLOADED]
+    for setting, recommendation in recommendations:
+        if recommendation.value is not None:
+            candidates = [
+                r for r in active if getattr(r.settings, setting.value) == recommendation.value
+            ]
+            break
+    if not candidates:
+        return None
+    chosen = max(candidates, key=lambda r: r.ranked(spread))
+    return rows.index(chosen)
+
+
+def sustained_peak(rates: Sequence[float], window: int = 5) -> float | None:
+    """The best rate the run held, not its best burst: the highest rate reached in every
+    second of ``window`` consecutive seconds (the best window's slowest second). A run
+    shorter than the window gives its slowest second."""
+    if not rates:
+        return None
+    if len(rates) <= window:
+        return float(min(rates))
+    return float(max(min(rates[i : i + window]) for i in range(len(rates) - window + 1)))
+
+
+def axis_top(values: Sequence[float], *, headroom: float = 1.2, quantile: float = 0.95) -> float:
+    """The top of a chart's y axis from what the run sustains: the ``quantile`` of the
+    visible values times ``headroom``, so a catch-up spike after a stall (drawn clipped at
+    the top) does not flatten the steady line. 0 when there are no values."""
+    finite = sorted(v for v in values if v == v and v not in (float("inf"), float("-inf")))
+    if not finite:
+        return 0.0
+    position = quantile * (len(finite) - 1)
+    low = int(position)
+    high = min(low + 1, len(finite) - 1)
+    value = finite[low] + (finite[high] - finite[low]) * (position - low)
+    return value * headroom
 
 
 def _alarm_word(message: str) -> str:

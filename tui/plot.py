@@ -5,7 +5,9 @@ A general plotting library (plotext) took 25-55 ms of pure Python per chart, plu
 again turning its ANSI output into styled text; under the GIL, even built in a thread it
 stretched every paint and key of the cockpit. This draws what the cockpit needs in a
 millisecond or two: series as braille lines (2x4 dots per cell) or as ``•`` per point,
-vertical phase marks, a log or linear y axis with round ticks, elapsed time on x.
+vertical phase marks with their labels, shaded periods (alarms, pauses, outages) behind
+the lines, a log or linear y axis with round ticks (its top optionally set by the caller,
+so a spike is drawn clipped instead of flattening everything else), elapsed time on x.
 
 :func:`plot` returns the rows as runs of cells sharing one colour, ready for the widget to
 turn into a few segments per line.
@@ -45,11 +47,25 @@ class Series:
 
 
 @dataclass(frozen=True, slots=True)
+class Band:
+    """A stretch of x shaded behind the lines (``shade`` is the background), its name in
+    ``colour`` on the plot's bottom row."""
+
+    start: float
+    end: float
+    shade: RGB
+    colour: RGB
+    label: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Run:
-    """Consecutive cells of one row in one colour (None: the widget's own, for axes)."""
+    """Consecutive cells of one row in one colour (None: the widget's own, for axes) on one
+    background (None: the widget's own)."""
 
     text: str
     colour: RGB | None = None
+    shade: RGB | None = None
 
 
 Row = list[Run]
@@ -63,11 +79,17 @@ def plot(
     log_y: bool = False,
     vlines: Sequence[float] = (),
     vline_colour: RGB | None = None,
+    vline_labels: Sequence[str] = (),
+    bands: Sequence[Band] = (),
+    y_top: float | None = None,
 ) -> list[Row]:
     """``height`` rows of exactly ``width`` cells: axes, ticks, labels and the series.
 
     Points that cannot be drawn (NaN, infinite, or not positive on a log axis) are left
-    out. The y axis spans the data rounded out to its ticks; x spans the data.
+    out. The y axis spans the data rounded out to its ticks, up to ``y_top`` (data units)
+    when given and lower than the data: points above it are drawn on the top row. x spans
+    the data. ``vline_labels`` (one per vline, "" for none) go on the plot's top row right
+    of their line, as far as the next line leaves room.
     """
     if width <= 0 or height <= 0:
         return []
@@ -76,6 +98,10 @@ def plot(
         note = f"(chart needs more room than {width}x{height})"
         return [[Run(note[:width].ljust(width))]] + [[Run(" " * width)] for _ in range(height - 1)]
     plot_height = height - 3
+    if ys_all.size and y_top is not None and y_top > 0:
+        top = math.log10(y_top) if log_y else y_top
+        if top > float(ys_all.min()):
+            ys_all = np.minimum(ys_all, top)
     if ys_all.size:
         y_ticks, y_low, y_high = _y_ticks(ys_all, max(2, plot_height // 3 + 1), log_y)
     else:
@@ -90,14 +116,24 @@ def plot(
         x_low, x_high = x_low - 0.5, x_high + 0.5
 
     canvas = _Canvas(plot_width, plot_height, (x_low, x_high), (y_low, y_high))
+    for band in bands:
+        canvas.band(band)
+    shown = [x for x in vlines if x_low <= x <= x_high]
     if vline_colour is not None:
-        for x in vlines:
-            if x_low <= x <= x_high:
-                canvas.vline(x, vline_colour)
+        for x in shown:
+            canvas.vline(x, vline_colour)
     for one in series:
         xs, ys = _finite(one, log_y)
         if xs.size:
             canvas.draw(xs, ys, one.colour, one.marker)
+    if vline_colour is not None and vline_labels:
+        labelled = [(x, t) for x, t in zip(vlines, vline_labels, strict=False) if t]
+        canvas.labels([(x, t) for x, t in labelled if x_low <= x <= x_high], 0, vline_colour, shown)
+    for band in bands:
+        if band.label:
+            canvas.labels(
+                [(max(band.start, x_low), band.label)], plot_height - 1, band.colour, whole=True
+            )
 
     tick_rows = {canvas.row_of(value): text for value, text in labels}
     rows: list[Row] = [[Run(" " * label_width + "┌" + "─" * plot_width + "┐")]]
@@ -137,7 +173,10 @@ class _Canvas:
         self.bits = np.zeros((height, width), dtype=np.uint8)
         self.dots = np.zeros((height, width), dtype=bool)
         self.colour = np.full((height, width), -1, dtype=np.int16)
+        self.shade = np.full((height, width), -1, dtype=np.int16)
         self.colours: list[RGB] = []
+        #: Text written over the plot (labels), by (row, column).
+        self.text: dict[tuple[int, int], str] = {}
 
     def _pixels(
         self, xs: npt.NDArray[np.float64], ys: npt.NDArray[np.float64]
@@ -192,23 +231,68 @@ class _Canvas:
         np.bitwise_or.at(self.bits, cells, _BRAILLE_BITS[rows % 4, columns % 2])
         self.colour[cells] = self._colour_index(colour)
 
+    def band(self, band: Band) -> None:
+        """Shade the columns from ``band.start`` to ``band.end`` (at least one)."""
+        (x0, x1) = self.x_range
+        if band.end < x0 or band.start > x1:
+            return
+        first = self.column_of(max(band.start, x0))
+        last = self.column_of(min(band.end, x1))
+        self.shade[:, first : last + 1] = self._colour_index(band.shade)
+
+    def labels(
+        self,
+        placed: Sequence[tuple[float, str]],
+        row: int,
+        colour: RGB,
+        stops: Sequence[float] = (),
+        *,
+        whole: bool = False,
+    ) -> None:
+        """Write each text on ``row`` from the column right of its x, cut before the next
+        of ``stops`` (the other phase lines) or a label already there; one that would keep
+        fewer than two cells (or, ``whole``, that does not fit whole) is left out."""
+        index = self._colour_index(colour)
+        stop_columns = sorted({self.column_of(x) for x in stops})
+        for x, text in sorted(placed):
+            start = min(self.column_of(x) + 1, self.width - 1)
+            end = next((c for c in stop_columns if c >= start), self.width)
+            taken = next((c for c in range(start, end) if (row, c) in self.text), None)
+            end = taken if taken is not None else end
+            room = end - start
+            if room < 2 or (whole and room < len(text)):
+                continue
+            shown = text if len(text) <= room else text[: room - 1] + "…"
+            for offset, character in enumerate(shown):
+                self.text[(row, start + offset)] = character
+                self.colour[row, start + offset] = index
+
     def runs(self, row: int) -> list[Run]:
-        """The row's cells, grouped into runs of one colour."""
+        """The row's cells, grouped into runs of one colour on one background."""
         bits = self.bits[row]
         characters = [
             _DOT if dot else (chr(0x2800 + int(b)) if b else " ")
             for b, dot in zip(bits, self.dots[row], strict=True)
         ]
+        for (text_row, column), character in self.text.items():
+            if text_row == row:
+                characters[column] = character
         colours = self.colour[row].tolist()
+        shades = self.shade[row].tolist()
         runs: list[Run] = []
         start = 0
         for column in range(1, self.width + 1):
-            if column == self.width or colours[column] != colours[start]:
-                index = colours[start]
+            if (
+                column == self.width
+                or colours[column] != colours[start]
+                or shades[column] != shades[start]
+            ):
+                index, shade = colours[start], shades[start]
                 runs.append(
                     Run(
                         "".join(characters[start:column]),
                         self.colours[index] if index >= 0 else None,
+                        self.colours[shade] if shade >= 0 else None,
                     )
                 )
                 start = column

@@ -9,7 +9,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-from flowdeck.engine import Change, Listener, PendingChange, RunSpec, RunSummary, Settings, Update
+from flowdeck.engine import (
+    Change,
+    Listener,
+    PendingChange,
+    RunSpec,
+    RunSummary,
+    Settings,
+    Sink,
+    Update,
+)
 
 #: The updates a screen takes (one home: engine.sinks, shared with every other sink).
 RunUpdate = Update
@@ -37,13 +46,22 @@ class RunControl(Protocol):
     @property
     def session_dir(self) -> Path | None: ...
 
-    def add_listener(self, listener: Listener) -> None: ...
+    def add_sink(self, sink: Sink) -> None:
+        """Follow the run: ``sink`` takes its ticks, events, broker samples and summary."""
+        ...
 
     async def start(self) -> None: ...
 
     def request(self, change: Change, source: str = "operator") -> int: ...
 
     def skip_step(self) -> None: ...
+
+    @property
+    def schedule_held(self) -> bool:
+        """Whether an operator's change holds the schedule."""
+        ...
+
+    def resume_schedule(self) -> None: ...
 
     async def wait(self) -> RunSummary: ...
 

@@ -14,9 +14,10 @@ from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
 from flowdeck.engine.settings import BY_SETTING
+from flowdeck.engine.sinks import Sink, deliver
 from flowdeck.engine.snapshot import Counters, Settings, settings_of
 from flowdeck.engine.spec import RunSpec
-from flowdeck.tui.source import Listener, RunUpdate
+from flowdeck.tui.source import RunUpdate
 
 #: A fixed clock so snapshots and ages do not depend on when the test runs.
 T0 = 1_700_000_000.0
@@ -43,7 +44,7 @@ class FakeControl:
         self.started = False
         self.session_dir: Path | None = Path("/tmp/flowdeck-sessions/20240101-000000-fake")
         self._pending: list[PendingChange] = []
-        self._listeners: list[Listener] = []
+        self._sinks: list[Sink] = []
         self._requested = self.settings
         self._finished = asyncio.Event()
         self._next_id = 1
@@ -62,8 +63,8 @@ class FakeControl:
     def pending(self) -> tuple[PendingChange, ...]:
         return tuple(self._pending)
 
-    def add_listener(self, listener: Listener) -> None:
-        self._listeners.append(listener)
+    def add_sink(self, sink: Sink) -> None:
+        self._sinks.append(sink)
 
     async def start(self) -> None:
         self.started = True
@@ -100,6 +101,11 @@ class FakeControl:
     def skip_step(self) -> None:
         self.skipped += 1
 
+    schedule_held = False
+
+    def resume_schedule(self) -> None:
+        self.schedule_held = False
+
     async def wait(self) -> RunSummary:
         await self._finished.wait()
         return self.summary()
@@ -112,8 +118,8 @@ class FakeControl:
     # -- what the test scripts -------------------------------------------------------------
 
     def emit(self, update: RunUpdate) -> None:
-        for listener in self._listeners:
-            listener(update)
+        for sink in self._sinks:
+            deliver(sink, update)
 
     def apply_pending(self) -> None:
         """Every worker reports every pending change in force."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from flowdeck.collectors import Broker
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.recording.reader import list_sessions, open_session
 from flowdeck.engine.spec import RunSpec
@@ -56,7 +57,9 @@ async def test_inflight_key_reaches_the_real_engine(
     from flowdeck.engine.controller import Controller
 
     spec = small_spec(shared_uri, unique_name)
-    control = Controller(spec, uri=shared_uri, sessions_root=tmp_path, cleanup=True)
+    control = Controller(
+        spec, broker=Broker.parse(shared_uri), sessions_root=tmp_path, cleanup=True
+    )
     requested: list[Change] = []
     original = control.request
 

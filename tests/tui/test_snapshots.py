@@ -6,30 +6,10 @@ and look at the SVGs it writes before committing them.
 
 from __future__ import annotations
 
-import os
-import time
-from collections.abc import Iterator
-
-import pytest
-
 from flowdeck.engine.change import Change, Setting
 from flowdeck.tui.app import FlowdeckApp
 from flowdeck.tui.screens.live import LiveScreen
 from tests.tui.fakes import T0, FakeControl, make_sample
-
-
-@pytest.fixture(autouse=True)
-def utc() -> Iterator[None]:
-    """Event times print in local time; pin it so snapshots match on every machine."""
-    before = os.environ.get("TZ")
-    os.environ["TZ"] = "UTC"
-    time.tzset()
-    yield
-    if before is None:
-        os.environ.pop("TZ", None)
-    else:
-        os.environ["TZ"] = before
-    time.tzset()
 
 
 def scripted_run(fake: FakeControl, *, alarm: bool) -> None:

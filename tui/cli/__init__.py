@@ -20,12 +20,17 @@ from flowdeck.engine import FlowdeckError, SpecError
 #: Subcommand modules, in the order ``flowdeck --help`` lists them.
 COMMAND_MODULES = (
     "run",
+    "steer",
+    "runs",
+    "attach",
     "presets",
     "broker",
     "collect",
     "sessions",
     "report",
     "cockpit",
+    "demo",
+    "serve",
     "import_perftest",
     "completion",
 )

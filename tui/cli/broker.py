@@ -1,14 +1,20 @@
-"""`flowdeck broker start|status|stop|restart`: a private RabbitMQ node for demos and runs.
+"""`flowdeck broker start|status|stop|restart|kill`: a private RabbitMQ node or cluster for
+demos, runs and node-loss drills.
 
 ``start`` launches a node of its own (own name, ports, data dir, management and prometheus
 plugins, statistics every second), prints where it is and leaves it running, keeping its
 state in a small file under the user's state directory so ``status`` and ``stop`` find
-it. ``start --foreground`` keeps the node until Ctrl-C and then stops it.
+it. ``start --foreground`` keeps the node until Ctrl-C and then stops it. ``start --nodes
+3`` starts a private cluster instead (``LocalCluster``: the seed's three nodes).
 
 A node ``start`` leaves running belongs to the user until ``stop``: it outlives the
 command (``LocalBroker.detach``). ``stop --keep-data`` stops it and keeps its data and
 state; ``restart`` brings it back with the same name, ports and data directory, so durable
 queues and their messages are still there.
+
+One node of a cluster is lost and brought back with ``kill NODE`` (SIGKILL, as a crash),
+``stop NODE`` (a clean shutdown), ``start NODE`` and ``restart NODE``; NODE is its number
+(``2``), ``n2`` or its name. Each updates the state file (a restarted node has a new pid).
 """
 
 from __future__ import annotations
@@ -18,13 +24,17 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
 from flowdeck.engine import FlowdeckError, SpecError
 
+if TYPE_CHECKING:
+    from flowdeck.collectors import LocalBroker, LocalCluster, RegisteredNode
+
 STATE_ENV = "FLOWDECK_BROKER_STATE"
+_NO_CLUSTER = "no private cluster is running (start one: flowdeck broker start --nodes 3)"
 
 
 def state_file() -> Path:
@@ -37,13 +47,30 @@ def state_file() -> Path:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "broker",
-        help="start, show or stop a private RabbitMQ node",
-        description="A private RabbitMQ node from the installed rabbitmq-server, on free "
-        "ports of 127.0.0.1, with the management and prometheus plugins and statistics "
-        "every second. It never touches a broker already running on the machine.",
+        help="start, show or stop a private RabbitMQ node or cluster; lose one node of it",
+        description="A private RabbitMQ node (or a cluster of them, --nodes 3) from the "
+        "installed rabbitmq-server, on free ports of 127.0.0.1, with the management and "
+        "prometheus plugins and statistics every second. It never touches a broker already "
+        "running on the machine.",
     )
     actions = parser.add_subparsers(dest="broker_action", metavar="ACTION", required=True)
-    start = actions.add_parser("start", help="start the node and print its URLs")
+    start = actions.add_parser(
+        "start",
+        help="start the node (or a cluster, --nodes N) and print its URLs; or start NODE "
+        "of the running cluster again",
+    )
+    start.add_argument(
+        "node",
+        nargs="?",
+        help="a node of the running cluster to start again (its number, n2, or its name)",
+    )
+    start.add_argument(
+        "--nodes",
+        type=int,
+        default=1,
+        metavar="N",
+        help="start a private cluster of N nodes (the seed's set-up is 3; default: 1 node)",
+    )
     start.add_argument(
         "--foreground", action="store_true", help="keep the node until Ctrl-C, then stop it"
     )
@@ -53,26 +80,50 @@ def register(subparsers: Any) -> None:
     start.set_defaults(handler=_start)
     status = actions.add_parser(
         "status",
-        help="say whether the node runs, and where, and list the private nodes other "
-        "flowdeck processes (cockpit, run) started, with their owner",
+        help="say whether the node (every node of a cluster) runs, and where, and list the "
+        "private nodes other flowdeck processes (cockpit, run) started, with their owner",
     )
     status.set_defaults(handler=_status)
-    stop = actions.add_parser("stop", help="stop the node and remove its data")
+    stop = actions.add_parser(
+        "stop",
+        help="stop the node (the whole cluster) and remove its data; or stop NODE of the "
+        "cluster cleanly, keeping its data",
+    )
+    stop.add_argument(
+        "node",
+        nargs="?",
+        help="one node of the running cluster to stop (its number, n2, or its name)",
+    )
     stop.add_argument(
         "--keep-data",
         action="store_true",
         help="keep the node's data (durable queues, messages) for `flowdeck broker restart`",
     )
     stop.set_defaults(handler=_stop)
+    kill = actions.add_parser(
+        "kill",
+        help="SIGKILL one node of the running cluster, as a crash would (its data stays)",
+        description="Kill one node of the private cluster with SIGKILL: no clean shutdown, "
+        "as a crash or a lost machine. Its data stays; `flowdeck broker start NODE` or "
+        "`restart NODE` brings it back.",
+    )
+    kill.add_argument("node", help="the node: its number (2), n2, or its name")
+    kill.set_defaults(handler=_kill)
     restart = actions.add_parser(
         "restart",
-        help="bring the node back with its data (same name, ports, data dir)",
+        help="bring the node (a cluster's NODE, or all of them) back with its data (same "
+        "name, ports, data dir)",
         description="Start the private node again after `flowdeck broker stop --keep-data` "
         "(or a crash) with the same node name, ports and data directory, so durable queues "
-        "and persistent messages are still there; a running node is stopped first.",
+        "and persistent messages are still there; a running node is stopped first. With a "
+        "cluster, NODE restarts that node alone; without it, every node.",
     )
     restart.add_argument(
-        "name", nargs="?", help="the node's name, to make sure it is the one meant (optional)"
+        "name",
+        nargs="?",
+        metavar="NODE",
+        help="the node's name (a cluster's node: its number, n2, or its name); optional "
+        "for a single node, to make sure it is the one meant",
     )
     restart.set_defaults(handler=_restart)
     alarm = actions.add_parser(
@@ -83,6 +134,11 @@ def register(subparsers: Any) -> None:
         "back to RabbitMQ's defaults (0.4 of RAM, 50MB).",
     )
     alarm.add_argument("kind", choices=("memory", "disk", "clear"))
+    alarm.add_argument(
+        "node",
+        nargs="?",
+        help="in a cluster, the node to raise it on (default: the first; clear clears all)",
+    )
     alarm.set_defaults(handler=_alarm)
 
 
@@ -94,14 +150,15 @@ def _print_node(node: Any) -> None:
     print(f"data        {node.base_dir}")
 
 
-def _attached() -> Any | None:
-    from flowdeck.collectors import LocalBroker, load_state
+def _attached_state() -> LocalBroker | LocalCluster | None:
+    """The node or cluster ``start`` left (its state file), or None."""
+    from flowdeck.collectors import attach_state, load_state
 
     path = state_file()
     if not path.exists():
         return None
     try:
-        return LocalBroker.attach(load_state(path))
+        return attach_state(load_state(path))
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SpecError(
             STATE_ENV,
@@ -109,9 +166,32 @@ def _attached() -> Any | None:
         ) from None
 
 
-def _data_kept(node: Any) -> bool:
-    """A node that does not run but whose data directory is still there."""
-    return not node.running and Path(node.base_dir).is_dir()
+def _attached() -> Any | None:
+    """The node ``start`` left, to talk to: of a cluster, its first running node."""
+    from flowdeck.collectors import LocalCluster
+
+    found = _attached_state()
+    if isinstance(found, LocalCluster):
+        return next((n for n in found.nodes if n.running), found.nodes[0])
+    return found
+
+
+def _cluster_node(
+    node_ref: str, cluster: LocalCluster | None = None
+) -> tuple[LocalCluster, LocalBroker]:
+    """The cluster ``start --nodes`` left (or ``cluster``, read already) and its node
+    ``node_ref``; SpecError (exit 2) when there is no cluster or no such node."""
+    from flowdeck.collectors import LocalCluster
+
+    found = _attached_state() if cluster is None else cluster
+    if not isinstance(found, LocalCluster):
+        raise SpecError("node", _NO_CLUSTER)
+    cluster = found
+    node = cluster.find_node(node_ref)
+    if node is None:
+        names = ", ".join(f"{n} ({each.nodename})" for n, each in enumerate(cluster.nodes, 1))
+        raise SpecError("node", f"no node {node_ref!r} in cluster {cluster.name}; it has {names}")
+    return cluster, node
 
 
 def started_node_for(uri: str) -> Any | None:
@@ -128,136 +208,291 @@ def started_node_for(uri: str) -> Any | None:
     if parsed.host not in ("127.0.0.1", "localhost", "::1") or port is None:
         return None
     try:
-        node = _attached()
+        found = _attached_state()
     except FlowdeckError:
         return None
-    if node is None or node.amqp_port != port or not node.running:
-        return None
-    return node
+    from flowdeck.collectors import LocalCluster
+
+    nodes = found.nodes if isinstance(found, LocalCluster) else [found]
+    for node in nodes:
+        if node is not None and node.amqp_port == port and node.running:
+            return node
+    return None
 
 
 def _start(args: argparse.Namespace) -> int:
-    from flowdeck.collectors import LocalBroker, SourceError, save_state
+    from flowdeck.collectors import LocalBroker, LocalCluster, SourceError, save_state
 
-    running = _attached()
+    if args.node is not None:
+        return _start_one(args)
+    if not 1 <= args.nodes <= 9:
+        raise SpecError("nodes", f"--nodes must be 1..9, got {args.nodes}; 3 is the seed's set-up")
+    ports = (args.amqp_port, args.management_port, args.prometheus_port)
+    if args.nodes > 1 and any(port is not None for port in ports):
+        raise SpecError(
+            "nodes",
+            "--amqp-port, --management-port and --prometheus-port name one node's ports; a "
+            "cluster's nodes get free ones (leave them out)",
+        )
+    running = _attached_state()
     if running is not None and running.running:
-        print("a private node is already running:")
-        _print_node(running)
+        print(f"a private {_kind(running)} is already running:")
+        _print_any(running)
         return 0
     if running is not None and _data_kept(running):
         raise FlowdeckError(
-            f"the stopped private node {running.nodename} keeps its data in "
+            f"the stopped private {_kind(running)} {_name(running)} keeps its data in "
             f"{running.base_dir}: bring it back with `flowdeck broker restart`, or delete it "
             "with `flowdeck broker stop`"
         )
-    node = LocalBroker(
-        name="flowdeck",
-        # beside its state file: two nodes with two state files never share (or delete)
-        # each other's data
-        base_dir=state_file().with_suffix(".data"),
-        amqp_port=args.amqp_port,
-        management_port=args.management_port,
-        prometheus_port=args.prometheus_port,
-    )
-    print("starting a private RabbitMQ node ...", flush=True)
+    # beside its state file: two nodes with two state files never share (or delete) each
+    # other's data
+    base_dir = state_file().with_suffix(".data")
+    started: LocalBroker | LocalCluster
     try:
-        node.start()
+        if args.nodes > 1:
+            started = LocalCluster(args.nodes, name="flowdeck", base_dir=base_dir)
+            print(
+                f"starting a private RabbitMQ cluster of {args.nodes} nodes (all at once, "
+                "joining the first) ...",
+                flush=True,
+            )
+        else:
+            started = LocalBroker(
+                name="flowdeck",
+                base_dir=base_dir,
+                amqp_port=args.amqp_port,
+                management_port=args.management_port,
+                prometheus_port=args.prometheus_port,
+            )
+            print("starting a private RabbitMQ node ...", flush=True)
+        started.start()
     except SourceError as exc:
-        node.stop(cleanup=True)
+        started.stop(cleanup=True)
         raise FlowdeckError(str(exc)) from None
-    print(f"started in {node.started_in:.1f} s")
-    _print_node(node)
+    print(f"started in {started.started_in:.1f} s")
+    _print_any(started)
     if not args.foreground:
-        save_state(state_file(), node.detach())
+        save_state(state_file(), started.detach())
         print("stop it with: flowdeck broker stop")
         return 0
     print("Ctrl-C stops it", flush=True)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:
-        while node.running:
+        while started.running:
             time.sleep(0.5)
-        print("the node stopped by itself; its logs are in", node.log_dir)
+        print("the node stopped by itself; its logs are in", started.base_dir)
         return 1
     except KeyboardInterrupt:
-        print("\nstopping the node ...", flush=True)
+        print(f"\nstopping the {_kind(started)} ...", flush=True)
         return 0
     finally:
-        node.stop(cleanup=True)
+        started.stop(cleanup=True)
+
+
+def _start_one(args: argparse.Namespace) -> int:
+    """``start NODE``: one node of the running cluster, back on its ports and data."""
+    from flowdeck.collectors import SourceError, save_state
+
+    cluster, node = _cluster_node(args.node)
+    if node.running:
+        print(f"{node.nodename} is already running")
+        return 0
+    print(f"starting {node.nodename} again on its ports and data ...", flush=True)
+    try:
+        node.start()
+    except SourceError as exc:
+        node.kill()  # whatever booted; the data stays for another try
+        raise FlowdeckError(str(exc)) from None
+    node.detach()
+    save_state(state_file(), cluster.to_state())
+    print(f"started in {node.started_in:.1f} s; it rejoined {cluster.name}")
+    _print_cluster(cluster)
+    return 0
+
+
+def _kind(found: LocalBroker | LocalCluster) -> str:
+    return "cluster" if hasattr(found, "nodes") else "node"
+
+
+def _name(found: LocalBroker | LocalCluster) -> str:
+    from flowdeck.collectors import LocalCluster
+
+    return found.name if isinstance(found, LocalCluster) else found.nodename
+
+
+def _print_any(found: LocalBroker | LocalCluster) -> None:
+    from flowdeck.collectors import LocalCluster
+
+    if isinstance(found, LocalCluster):
+        _print_cluster(found)
+    else:
+        _print_node(found)
+
+
+def _print_cluster(cluster: LocalCluster, owner: str = "") -> None:
+    """One line per node (number, up or down, name, ports), then where to connect."""
+    up = sum(node.running for node in cluster.nodes)
+    print(
+        f"cluster     {cluster.name}: {len(cluster.nodes)} nodes, {up} up, "
+        f"{len(cluster.nodes) - up} down{owner}"
+    )
+    for number, node in enumerate(cluster.nodes, 1):
+        state = "up  " if node.running else "DOWN"
+        print(
+            f"  {number}  {state}  {node.nodename}  amqp {node.amqp_port}  management "
+            f"{node.management_port}  prometheus {node.prometheus_port}  dist {node.dist_port}"
+        )
+    first = next((node for node in cluster.nodes if node.running), cluster.nodes[0])
+    print(f"uri         {first.uri}  (node {_number_of(cluster, first)}; the others: their port)")
+    print(f"management  {first.management_url}  (guest/guest; any node's port)")
+    print(f"data        {cluster.base_dir}")
+
+
+def _number_of(cluster: LocalCluster, node: LocalBroker) -> int:
+    return cluster.nodes.index(node) + 1
+
+
+def _data_kept(found: Any) -> bool:
+    """A node (or cluster) that does not run but whose data directory is still there."""
+    return not found.running and Path(found.base_dir).is_dir()
 
 
 def _status(args: argparse.Namespace) -> int:
-    """The node ``start`` left running, then every node another flowdeck process (a
-    cockpit, a ``flowdeck run``) started and still owns; exit 0 when one of them runs."""
+    """The node or cluster ``start`` left running, then every node another flowdeck process
+    (a cockpit, a ``flowdeck run``) started and still owns; exit 0 when one of them runs."""
     del args
-    from flowdeck.collectors import registered_nodes
+    from flowdeck.collectors import LocalCluster, registered_nodes
 
-    node = _attached()
+    found = _attached_state()
     owned = registered_nodes()
     code = 0
-    said = node is not None and (node.running or _data_kept(node))
-    if node is not None and _data_kept(node):
+    said = found is not None and (found.running or _data_kept(found))
+    if found is not None and _data_kept(found):
         print(
-            f"{node.nodename} is stopped; its data is kept in {node.base_dir} "
+            f"{_name(found)} is stopped; its data is kept in {found.base_dir} "
             "(bring it back: flowdeck broker restart)"
         )
         code = 1
-    elif node is not None and node.running:
+    elif isinstance(found, LocalCluster) and found.running:
+        _print_cluster(found, ", owned by you until: flowdeck broker stop")
+    elif found is not None and found.running:
         print("running")
-        _print_node(node)
+        _print_node(found)
     elif not owned:
         print("no private node is running (start one: flowdeck broker start)")
         return 1
-    for entry in owned:
+    for cluster_name, entries in _by_cluster(owned):
         if said:
             print()
         said = True
-        command = entry.owner_command or "?"
-        print(f"running, owned by pid {entry.owner_pid}: {command}")
-        print(f"node        {entry.nodename}")
-        print(f"uri         {entry.uri}")
-        print(f"management  {entry.management_url}  (guest/guest)")
-        print(f"prometheus  {entry.prometheus_url}/metrics")
-        print(f"data        {entry.base_dir}")
+        command = entries[0].owner_command or "?"
+        print(f"running, owned by pid {entries[0].owner_pid}: {command}")
+        if cluster_name:
+            print(f"cluster     {cluster_name}: {len(entries)} nodes up")
+        for entry in entries:
+            print(f"node        {entry.nodename}")
+            print(f"uri         {entry.uri}")
+            print(f"management  {entry.management_url}  (guest/guest)")
+            print(f"prometheus  {entry.prometheus_url}/metrics")
+            print(f"data        {entry.base_dir}")
     return code
+
+
+def _by_cluster(owned: list[RegisteredNode]) -> list[tuple[str, list[RegisteredNode]]]:
+    """Registered nodes, a cluster's together (in the order its first node was found)."""
+    groups: dict[tuple[int, str], list[RegisteredNode]] = {}
+    for entry in owned:
+        key = (entry.owner_pid, entry.cluster or entry.nodename)
+        groups.setdefault(key, []).append(entry)
+    return [(key[1] if entries[0].cluster else "", entries) for key, entries in groups.items()]
 
 
 def _stop(args: argparse.Namespace) -> int:
     from flowdeck.collectors import save_state
 
-    node = _attached()
+    if args.node is not None:
+        return _stop_one(args)
+    found = _attached_state()
     path = state_file()
-    if node is None:
+    if found is None:
         print("no private node is running")
         return 0
-    was_running = node.running
+    was_running = found.running
+    kind = _kind(found)
     if args.keep_data:
-        node.stop(cleanup=False)
-        save_state(path, node.to_state())  # no pid: `restart` starts it again
-        said = f"stopped {node.nodename}" if was_running else "the node had already stopped"
-        print(f"{said}; its data stays in {node.base_dir} (bring it back: flowdeck broker restart)")
+        found.stop(cleanup=False)
+        save_state(path, found.to_state())  # no pid: `restart` starts it again
+        said = f"stopped {_name(found)}" if was_running else f"the {kind} had already stopped"
+        print(
+            f"{said}; its data stays in {found.base_dir} (bring it back: flowdeck broker restart)"
+        )
         return 0
-    kept = _data_kept(node)
-    node.stop(cleanup=True)
+    kept = _data_kept(found)
+    found.stop(cleanup=True)
     path.unlink(missing_ok=True)
     if was_running:
-        print(f"stopped {node.nodename}")
+        print(f"stopped {_name(found)}")
     elif kept:
-        print(f"the node had already stopped; removed its data from {node.base_dir}")
+        print(f"the {kind} had already stopped; removed its data from {found.base_dir}")
     else:
-        print("the node had already stopped")
+        print(f"the {kind} had already stopped")
+    return 0
+
+
+def _stop_one(args: argparse.Namespace) -> int:
+    """``stop NODE``: a clean shutdown of one node of the cluster; its data stays."""
+    from flowdeck.collectors import save_state
+
+    cluster, node = _cluster_node(args.node)
+    if not node.running:
+        print(f"{node.nodename} is not running")
+        return 0
+    began = time.monotonic()
+    node.stop(cleanup=False)
+    save_state(state_file(), cluster.to_state())
+    print(
+        f"stopped {node.nodename} in {time.monotonic() - began:.1f} s; its data stays "
+        f"(bring it back: flowdeck broker start {_number_of(cluster, node)})"
+    )
+    _print_cluster(cluster)
+    return 0
+
+
+def _kill(args: argparse.Namespace) -> int:
+    """``kill NODE``: SIGKILL one node of the cluster, as a crash; its data stays."""
+    from flowdeck.collectors import save_state
+
+    cluster, node = _cluster_node(args.node)
+    if not node.running:
+        print(f"{node.nodename} is not running")
+        return 0
+    beam = node.beam_pid()
+    node.kill()
+    save_state(state_file(), cluster.to_state())
+    print(
+        f"killed {node.nodename} (SIGKILL to its Erlang VM, pid {beam}); its data stays "
+        f"(bring it back: flowdeck broker start {_number_of(cluster, node)})"
+    )
+    _print_cluster(cluster)
     return 0
 
 
 def _restart(args: argparse.Namespace) -> int:
-    from flowdeck.collectors import SourceError, save_state
+    from flowdeck.collectors import LocalCluster, SourceError, save_state
 
-    node = _attached()
+    found = _attached_state()
     path = state_file()
-    if node is None:
+    if found is None and args.name is not None:
+        raise SpecError("node", _NO_CLUSTER)
+    if found is None:
         raise FlowdeckError(
             f"no private node to restart: the state file {path} does not exist; start one "
             "with: flowdeck broker start"
         )
+    if isinstance(found, LocalCluster):
+        return _restart_cluster(found, args.name)
+    node = found
     if args.name is not None and args.name not in (node.nodename, node.nodename.split("@")[0]):
         raise SpecError(
             "name", f"no private node named {args.name!r}: {path} names {node.nodename}"
@@ -283,22 +518,77 @@ def _restart(args: argparse.Namespace) -> int:
     return 0
 
 
+def _restart_cluster(cluster: LocalCluster, node_ref: str | None) -> int:
+    """``restart NODE``: that node, stopped cleanly if it runs, then started on its data;
+    ``restart``: every node so (they start at once, each waiting for the others' data)."""
+    from flowdeck.collectors import SourceError, save_state
+
+    nodes = list(cluster.nodes) if node_ref is None else [_cluster_node(node_ref, cluster)[1]]
+    if not Path(cluster.base_dir).is_dir():
+        raise FlowdeckError(
+            f"the data of {cluster.name} is gone ({cluster.base_dir} does not exist); "
+            "start a new cluster: flowdeck broker stop, then flowdeck broker start --nodes 3"
+        )
+    running = [node for node in nodes if node.running]
+    if running:
+        names = ", ".join(node.nodename for node in running)
+        print(f"stopping {names} (the data stays) ...", flush=True)
+        for node in running:
+            node.stop(cleanup=False)
+    names = ", ".join(node.nodename for node in nodes)
+    whose = "its" if len(nodes) == 1 else "their"
+    print(f"starting {names} again on {whose} ports and data ...", flush=True)
+    try:
+        if node_ref is None:
+            cluster.start()
+            took = cluster.started_in or 0.0
+        else:
+            nodes[0].start()
+            took = nodes[0].started_in or 0.0
+    except SourceError as exc:
+        for node in nodes:
+            node.kill()  # whatever booted; the data stays for another try
+        raise FlowdeckError(str(exc)) from None
+    for node in nodes:
+        node.detach()
+    save_state(state_file(), cluster.to_state())
+    print(f"started in {took:.1f} s")
+    _print_cluster(cluster)
+    return 0
+
+
 #: Limits that raise an alarm at once on any machine, and RabbitMQ's defaults that clear it.
 _ALARM_LIMITS = {"memory": ("0.0001", None), "disk": (None, "1000000GB"), "clear": ("0.4", "50MB")}
 
 
 def _alarm(args: argparse.Namespace) -> int:
-    node = _attached()
-    if node is None or not node.running:
+    from flowdeck.collectors import LocalCluster
+
+    found = _attached_state()
+    if found is None or not found.running:
         print("no private node is running (start one: flowdeck broker start)")
         return 1
-    watermark, disk_limit = _ALARM_LIMITS[args.kind]
-    if watermark is not None:
-        node.set_memory_watermark(float(watermark))
-    if disk_limit is not None:
-        node.set_disk_free_limit(disk_limit)
-    if args.kind == "clear":
-        print(f"{node.nodename}: memory watermark 0.4, disk free limit 50MB (alarms clear)")
+    if isinstance(found, LocalCluster):
+        if args.node is not None:
+            nodes = [_cluster_node(args.node, found)[1]]
+        elif args.kind == "clear":
+            nodes = [node for node in found.nodes if node.running]
+        else:
+            nodes = [next(node for node in found.nodes if node.running)]
+    elif args.node is not None:
+        raise SpecError("node", f"{found.nodename} is a single node; name no node")
     else:
-        print(f"{node.nodename}: {args.kind} alarm raised; clear it: flowdeck broker alarm clear")
+        nodes = [found]
+    watermark, disk_limit = _ALARM_LIMITS[args.kind]
+    for node in nodes:
+        if watermark is not None:
+            node.set_memory_watermark(float(watermark))
+        if disk_limit is not None:
+            node.set_disk_free_limit(disk_limit)
+        if args.kind == "clear":
+            print(f"{node.nodename}: memory watermark 0.4, disk free limit 50MB (alarms clear)")
+        else:
+            print(
+                f"{node.nodename}: {args.kind} alarm raised; clear it: flowdeck broker alarm clear"
+            )
     return 0

@@ -18,10 +18,14 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from flowdeck.collectors import BrokerSample
-from flowdeck.engine import URI_ENV, FlowdeckError, broker_uri, management_password
+from flowdeck.engine import URI_ENV, FlowdeckError, broker_of, management_password
+
+if TYPE_CHECKING:
+    from flowdeck.collectors import Broker
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 
@@ -61,36 +65,40 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=_collect)
 
 
-def _broker(args: argparse.Namespace) -> tuple[str, str | None, float | None]:
-    """(AMQP uri, management URL or None, statistics interval or None)."""
+def _broker(args: argparse.Namespace) -> Broker:
+    """The broker to read: ``--uri``/``FLOWDECK_URI``, else the node `flowdeck broker
+    start` left running, else one a cockpit or a running `flowdeck run` owns, else the
+    shared local broker. SpecError (exit 2, no password) for a bad uri."""
     uri = args.uri or os.environ.get(URI_ENV, "")
-    if uri:
-        return uri, args.management_url, args.statistics_interval
-    if not args.management_url and not args.prometheus_url:
+    management_url, interval = args.management_url, args.statistics_interval
+    if not uri and not args.management_url and not args.prometheus_url:
+        from flowdeck.collectors import registered_nodes
         from flowdeck.tui.cli.broker import _attached
 
         node = _attached()
-        if node is not None and node.running:
-            return node.uri, node.management_url, node.stats_interval_ms / 1000
-        from flowdeck.collectors import registered_nodes
-
         owned = registered_nodes()  # a cockpit's or a running `flowdeck run`'s node
-        if owned:
-            return owned[-1].uri, owned[-1].management_url, 1.0  # the provisioner's nodes
-    return DEFAULT_URI, args.management_url, args.statistics_interval
+        if node is not None and node.running:
+            uri, management_url = node.uri, node.management_url
+            interval = node.stats_interval_ms / 1000
+        elif owned:
+            uri, management_url, interval = owned[-1].uri, owned[-1].management_url, 1.0
+    return replace(
+        broker_of(uri or DEFAULT_URI),
+        management_url=management_url or None,
+        statistics_interval=interval,
+        management_user=args.management_user or None,
+        management_password=management_password(
+            None, password_file=getattr(args, "management_password_file", None)
+        ),
+    )
 
 
 def _source(args: argparse.Namespace) -> Any:
-    from flowdeck.collectors import ManagementCollector, credentials_from_uri, management_url_for
+    from flowdeck.collectors import ManagementCollector
 
-    uri, management_url, interval = _broker(args)
-    uri = str(broker_uri(uri))  # SpecError (exit 2, no password) for a bad one
-    user, password, vhost = credentials_from_uri(uri)
-    user = args.management_user or user
-    password = (
-        management_password(None, password_file=getattr(args, "management_password_file", None))
-        or password
-    )
+    broker = _broker(args)
+    user, password = broker.management_login
+    vhost = broker.vhost
     queues = [q for q in args.queues.split(",") if q] if args.queues else None
     if args.prometheus_url:
         from flowdeck.collectors import PrometheusCollector
@@ -104,13 +112,13 @@ def _source(args: argparse.Namespace) -> Any:
             timeout=args.timeout,
         )
     return ManagementCollector(
-        management_url or management_url_for(uri),
+        broker.usual_management_url,
         username=user,
         password=password,
         vhost=vhost,
         queue_names=queues,
         timeout=args.timeout,
-        statistics_interval=interval,
+        statistics_interval=broker.statistics_interval,
     )
 
 

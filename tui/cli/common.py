@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,6 @@ from flowdeck.engine import (
     RunSpec,
     ScheduleStep,
     SpecError,
-    broker_uri,
     format_number,
     load_spec_file,
     management_password,
@@ -37,13 +36,13 @@ from flowdeck.engine import (
 )
 
 if TYPE_CHECKING:
-    from flowdeck.collectors import Provisioner
+    from flowdeck.collectors import Broker, Provisioner
 
 #: Scale of the default preset when ``flowdeck run`` gets no spec at all: fits 2 cores.
 DEFAULT_SCALE = 0.05
 
 #: Fields that get a special flag instead of the generic one.
-_SPECIAL = {"duration", "queue_args", "schedule"}
+_SPECIAL = {"duration", "queue_args", "schedule", "thresholds"}
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
 _UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
@@ -143,7 +142,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     )
     fields_group = parser.add_argument_group("spec fields (override the preset or file)")
     for name, info in FIELDS.items():
-        if name == "duration":
+        if name in ("duration", "thresholds"):  # thresholds: flowdeck run --threshold
             continue
         help_text = info.help.replace("%", "%%")  # argparse %-formats help
         if info.low is not None and info.high is not None:
@@ -266,26 +265,12 @@ def management_password_from(args: argparse.Namespace) -> str | None:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Broker:
-    """Where a run goes: the AMQP uri and management URL, and whether flowdeck started
-    the node itself (it stops it afterwards)."""
-
-    uri: str
-    management_url: str | None
-    prometheus_url: str | None
-    private: bool
-    #: host:port of the broker's rabbitmq_prometheus endpoint (what a Prometheus scrapes).
-    prometheus_target: str = ""
-    #: The broker's collect_statistics_interval in seconds, when flowdeck knows it.
-    statistics_interval: float | None = None
-
-    def spec_for(self, spec: RunSpec) -> RunSpec:
-        """``spec`` naming this broker, so the session records (masked) where the run went
-        even when the uri came from ``FLOWDECK_URI``; a private node's run keeps no uri."""
-        if self.private or spec.uri == self.uri:
-            return spec
-        return replace(spec, uri=self.uri)
+def spec_naming(spec: RunSpec, broker: Broker) -> RunSpec:
+    """``spec`` naming ``broker``, so the session records (redacted) where the run went
+    even when the uri came from ``FLOWDECK_URI``; a private node's run keeps no uri."""
+    if broker.private or spec.uri == broker.uri_list:
+        return spec
+    return replace(spec, uri=broker.uri_list)
 
 
 def resolve_broker(
@@ -303,29 +288,32 @@ def resolve_broker(
     env = os.environ if environ is None else environ
     uri = spec.uri or env.get(URI_ENV, "")
     if uri:
-        uri = str(broker_uri(uri))  # a bad FLOWDECK_URI is a SpecError (exit 2) too
-        from flowdeck.collectors import prometheus_target_for
+        from flowdeck.collectors import Broker, BrokerUriError, prometheus_target_for
         from flowdeck.tui.cli.broker import started_node_for
 
-        started = None if spec.management_url else started_node_for(uri)
+        try:
+            given = Broker.parse(uri)
+        except BrokerUriError as exc:  # a bad FLOWDECK_URI is a SpecError (exit 2) too
+            raise SpecError("uri", exc.message) from None
+        started = None if spec.management_url else started_node_for(given.uri)
         if started is not None:  # `flowdeck broker start`'s node: its own management URL
             return Broker(
-                uri,
-                started.management_url,
-                spec.prometheus_url or None,
-                False,
-                f"127.0.0.1:{started.prometheus_port}",
-                started.stats_interval_ms / 1000,
+                given.nodes,
+                management_url=started.management_url,
+                prometheus_url=spec.prometheus_url or None,
+                prometheus_target=f"127.0.0.1:{started.prometheus_port}",
+                statistics_interval=started.stats_interval_ms / 1000,
             )
         return Broker(
-            uri,
-            spec.management_url or None,
-            spec.prometheus_url or None,
-            False,
-            prometheus_target_for(uri),
+            given.nodes,
+            management_url=spec.management_url or None,
+            prometheus_url=spec.prometheus_url or None,
+            prometheus_target=prometheus_target_for(given.uri),
         )
-    from flowdeck.collectors import SourceError
+    from flowdeck.collectors import Broker, SourceError
 
+    if spec.mirroring or spec.quorum_size > 1:  # replication needs a cluster of its own
+        return _private_cluster(spec, provisioner, announce)
     fresh = provisioner.running_node is None
     if fresh and announce is not None:
         announce("no --uri or FLOWDECK_URI: starting a private RabbitMQ node ...")
@@ -335,13 +323,41 @@ def resolve_broker(
         raise FlowdeckError(f"cannot start a private RabbitMQ node: {exc}") from None
     if fresh and announce is not None:
         announce(f"private node up in {node.started_in or 0:.1f} s at {redact(node.uri)}")
-    return Broker(
+    return Broker.parse(
         node.uri,
-        node.management_url,
-        spec.prometheus_url or None,
-        True,
-        f"127.0.0.1:{node.prometheus_port}",
-        node.stats_interval_ms / 1000,
+        management_url=node.management_url,
+        prometheus_url=spec.prometheus_url or None,
+        prometheus_target=f"127.0.0.1:{node.prometheus_port}",
+        statistics_interval=node.stats_interval_ms / 1000,
+        private=True,
+    )
+
+
+def _private_cluster(spec: RunSpec, provisioner: Provisioner, announce: Any) -> Broker:
+    """The provisioner's private cluster for a spec that replicates its queues: three nodes
+    (the seed's set-up), or as many as the spec's copies or quorum members ask."""
+    from flowdeck.collectors import Broker, SourceError
+
+    size = max(3, spec.mirroring, spec.quorum_size)
+    if announce is not None:
+        announce(
+            f"no --uri or FLOWDECK_URI and the spec replicates its queues: starting a private "
+            f"{size}-node RabbitMQ cluster ..."
+        )
+    try:
+        cluster = provisioner.cluster(size)
+    except SourceError as exc:
+        raise FlowdeckError(f"cannot start a private RabbitMQ cluster: {exc}") from None
+    first = cluster.nodes[0]
+    if announce is not None:
+        announce(f"private cluster up: {', '.join(redact(uri) for uri in cluster.uris)}")
+    return Broker.parse(
+        cluster.uris,
+        management_url=first.management_url,
+        prometheus_url=spec.prometheus_url or None,
+        prometheus_target=f"127.0.0.1:{first.prometheus_port}",
+        statistics_interval=first.stats_interval_ms / 1000,
+        private=True,
     )
 
 

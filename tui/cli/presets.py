@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from flowdeck.engine import DEFAULT_PRESET, PRESETS, RunSpec
+from flowdeck.engine import DEFAULT_PRESET, FIGURES, PRESETS, RunSpec
 
 
 def register(subparsers: Any) -> None:
@@ -13,8 +13,11 @@ def register(subparsers: Any) -> None:
         "presets",
         help="list the built-in presets",
         description=(
-            "One line per preset: its name, then what it runs. Run one with "
-            "`flowdeck run --preset NAME --scale F`."
+            "One line per preset: its name, the seed figure it reproduces (fig N: figure N "
+            "of the write-up on quorum queues and flow control), then what it runs. Run one "
+            "with `flowdeck run --preset NAME --scale F`; `flowdeck run --matrix benchN` runs "
+            "a benchmark's figures one after the other. The mirrored presets need a cluster "
+            "(flowdeck broker start --nodes 3, or none given: flowdeck starts one)."
         ),
     )
     parser.set_defaults(handler=presets_command)
@@ -33,7 +36,9 @@ def describe(spec: RunSpec) -> str:
 def presets_command(args: argparse.Namespace) -> int:
     del args
     width = max(len(name) for name in PRESETS)
+    figure_of = {f.preset: f.number for f in FIGURES.values()}
     for name, spec in PRESETS.items():
         default = " (default)" if name == DEFAULT_PRESET else ""
-        print(f"{name:<{width}}  {describe(spec)}{default}")
+        figure = f"fig {figure_of[name]:<2}" if name in figure_of else ""
+        print(f"{name:<{width}}  {figure:<6}  {describe(spec)}{default}")
     return 0

@@ -11,17 +11,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import signal
+import ssl
 import sys
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
-from flowdeck.collectors import BrokerSample, redact
+from flowdeck.collectors import Broker, BrokerSample, redact
 from flowdeck.engine import (
     INSECURE_WARNING,
     UNCHECKED_CONNECTIONS_LIMIT,
+    Autopilot,
+    ControlAddress,
     Controller,
     EventKind,
     FlowdeckError,
@@ -34,7 +37,10 @@ from flowdeck.engine import (
     SpecError,
     Tick,
     TlsOptions,
+    check_exposure,
+    parse_control_address,
     resolve_uri,
+    server_tls_context,
     tls_options,
     with_tls_options,
 )
@@ -43,10 +49,21 @@ from flowdeck.tui.cli.common import (
     add_spec_arguments,
     broker_for,
     management_password_from,
+    parse_duration,
     parse_number,
     prometheus_for,
+    spec_naming,
 )
 from flowdeck.tui.cli.import_perftest import add_perftest_option, spec_from_run_args
+from flowdeck.tui.cli.summary import (
+    add_threshold_arguments,
+    conclude,
+    rate_basis,
+    with_thresholds,
+)
+
+if TYPE_CHECKING:
+    from flowdeck.engine import ControlServer, HostRow, SparkPlacement
 
 E2E = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
 _QUIET_EVENTS = {EventKind.PHASE}
@@ -63,9 +80,19 @@ def register(subparsers: Any) -> None:
         ),
     )
     add_spec_arguments(parser)
+    parser.add_argument(
+        "--matrix",
+        metavar="BENCH",
+        help="run every seed figure of one benchmark (e.g. bench2: mirrored and quorum "
+        "queues, no confirms, in-flight sweep, sweep with multiple-flag acks) one after the "
+        "other, each recorded as its own session; --scale and flags apply to each",
+    )
     add_perftest_option(parser)  # --perftest "PerfTest options" (tui/cli/import_perftest.py)
     add_broker_arguments(parser)
     add_secret_arguments(parser)
+    add_control_arguments(parser)
+    add_spark_arguments(parser)
+    add_autotune_arguments(parser)
     parser.add_argument(
         "--skip-capacity-check",
         action="store_true",
@@ -75,6 +102,7 @@ def register(subparsers: Any) -> None:
     )
     out = parser.add_argument_group("output and recording")
     out.add_argument("--json", action="store_true", help="print the summary as JSON on stdout")
+    add_threshold_arguments(parser)
     out.add_argument("--sessions-dir", metavar="DIR", help="where sessions are recorded")
     out.add_argument("--no-record", action="store_true", help="do not record a session")
     out.add_argument("--cleanup", action="store_true", help="delete the run's queues when it ends")
@@ -123,29 +151,232 @@ def add_secret_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def connection_uri(uri: str, args: argparse.Namespace) -> str:
-    """The broker URI with the password from --password-file/FLOWDECK_PASSWORD and the
-    TLS options of the flags."""
-    uri = resolve_uri(uri, password_file=getattr(args, "password_file", None))
+def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
+    """The autopilot (docs/autotune.md): search a setting live, leave the run at the best."""
+    group = parser.add_argument_group(
+        "autopilot",
+        "Step a setting up the seed's percentages of the target rate, each until msg/s is "
+        "steady, judge each step by the report's rules, stop when throughput stops rising "
+        "or a bound is passed, and leave the run at the report's recommended value.",
+    )
+    group.add_argument(
+        "--autotune", metavar="SETTING", help="search this setting: inflight, prefetch or ack_every"
+    )
+    group.add_argument(
+        "--autotune-max-p99",
+        metavar="TIME",
+        help="stop at a step whose e2e p99 is above this (100ms, 0.1s; a bare number is ms)",
+    )
+    group.add_argument(
+        "--autotune-max-backlog",
+        metavar="MESSAGES",
+        help="stop at once when more messages than this are ready in the run's queues",
+    )
+    group.add_argument(
+        "--autotune-hold",
+        metavar="TIME",
+        help="hold each step at least this long before judging it (default 6s; at most 3x)",
+    )
+
+
+def autotune_options(args: argparse.Namespace) -> dict[str, Any] | None:
+    """The autopilot's flags, checked before anything starts (bad ones: exit 2); None
+    without --autotune."""
+    if not getattr(args, "autotune", None):
+        return None
+    setting = args.autotune.strip().lower().replace("-", "_")
+    if setting not in {s.value for s in Autopilot.TUNABLE}:
+        names = ", ".join(s.value for s in Autopilot.TUNABLE)
+        raise SpecError("autotune", f"--autotune takes {names}, got {args.autotune!r}")
+    max_p99, backlog, hold = args.autotune_max_p99, args.autotune_max_backlog, args.autotune_hold
+    if max_p99 is not None and max_p99.strip().replace(".", "", 1).isdigit():
+        max_p99 += "ms"
+    if backlog is not None and not backlog.strip().isdigit():
+        wrong = f"--autotune-max-backlog must be a whole number, got {backlog!r}"
+        raise SpecError("autotune_max_backlog", wrong)
+    options: dict[str, Any] = {
+        "max_p99_ms": None if max_p99 is None else 1e3 * parse_duration(max_p99, "max p99"),
+        "max_backlog": None if backlog is None else int(backlog),
+        "hold_s": None if hold is None else parse_duration(hold, "autotune-hold"),
+    }
+    for name in ("max_p99_ms", "hold_s"):
+        if options[name] == 0:
+            flag = "--autotune-max-p99" if name == "max_p99_ms" else "--autotune-hold"
+            raise SpecError(name, f"{flag} must be more than 0, got 0")
+    return {"setting": setting, **options}
+
+
+def add_control_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the run's control endpoint listens (see docs/control-api.md)."""
+    group = parser.add_argument_group(
+        "control endpoint",
+        "Every run serves an HTTP API that flowdeck steer, runs and attach use; by default "
+        "on 127.0.0.1, a free port, with a random token written where they find it.",
+    )
+    group.add_argument(
+        "--control", metavar="HOST:PORT", help="listen here (default 127.0.0.1, a free port)"
+    )
+    group.add_argument(
+        "--control-allow-remote",
+        action="store_true",
+        help="allow --control on an address beyond this machine (needs TLS: the cert options)",
+    )
+    group.add_argument("--control-cert-file", metavar="PEM", help="TLS certificate to serve")
+    group.add_argument("--control-key-file", metavar="PEM", help="its private key")
+
+
+def control_options(args: argparse.Namespace) -> tuple[ControlAddress, ssl.SSLContext | None]:
+    """The endpoint's address and TLS from the flags, checked before anything starts."""
+    address = (
+        parse_control_address(args.control) if getattr(args, "control", None) else None
+    ) or ControlAddress()
+    tls = TlsOptions(
+        cert_file=getattr(args, "control_cert_file", None) or "",
+        key_file=getattr(args, "control_key_file", None) or "",
+    )
+    check_exposure(
+        address, allow_remote=bool(getattr(args, "control_allow_remote", False)), tls=tls
+    )
+    return address, server_tls_context(tls)
+
+
+def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+    """Workers as Spark tasks on other hosts (docs/spark-workers.md)."""
+    group = parser.add_argument_group(
+        "workers on a Spark cluster",
+        "Start the --workers as tasks of a Spark application; each connects back to this "
+        "process over TCP with the run's token and runs the same worker code as a local one.",
+    )
+    group.add_argument(
+        "--spark-master", metavar="MASTER", help="spark://HOST:PORT, or local[N] on this host"
+    )
+    group.add_argument(
+        "--spark-listen",
+        metavar="HOST:PORT",
+        help="where the workers connect back (default 127.0.0.1, a free port; beyond this "
+        "machine it needs --spark-cert-file and --spark-key-file)",
+    )
+    group.add_argument("--spark-cert-file", metavar="PEM", help="TLS certificate of the link")
+    group.add_argument("--spark-key-file", metavar="PEM", help="its private key")
+
+
+def spark_placement(args: argparse.Namespace, workers: int) -> SparkPlacement | None:
+    """The Spark placement the flags ask for (None: local workers), checked before
+    anything starts (bad flags: exit 2)."""
+    master = getattr(args, "spark_master", None)
+    listen_text = getattr(args, "spark_listen", None)
+    tls = TlsOptions(
+        cert_file=getattr(args, "spark_cert_file", None) or "",
+        key_file=getattr(args, "spark_key_file", None) or "",
+    )
+    if not master:
+        if listen_text or tls.cert_file or tls.key_file:
+            raise SpecError(
+                "spark_master", "--spark-listen and --spark-cert-file need --spark-master"
+            )
+        return None
+    from flowdeck.engine import SparkPlacement  # loads the link code only for such a run
+
+    listen = None
+    if listen_text:
+        try:
+            listen = parse_control_address(listen_text)
+        except SpecError:
+            raise SpecError(
+                "spark_listen",
+                f"--spark-listen must be HOST:PORT (e.g. 10.0.0.5:0), got {listen_text!r}",
+            ) from None
+    return SparkPlacement(master, workers=workers, listen=listen, tls=tls)
+
+
+def print_hosts(rows: list[HostRow], out: TextIO) -> None:
+    """The per-host table under the summary: where each worker ran and what it did."""
+    if not rows:
+        return
+    lines = [
+        "",
+        f"{'worker':<7}{'host':<24}{'pid':>8}{'pub':>5}{'con':>5}{'published':>12}"
+        f"{'msg/s':>10}{'consumed':>12}{'msg/s':>10}{'CPU':>7}",
+    ]
+    for r in rows:
+        cpu = "-" if r.cpu_percent is None else f"{r.cpu_percent:.0f}%"
+        lines.append(
+            f"{r.worker:<7}{r.host[:23]:<24}{r.pid:>8}{r.publishers:>5}{r.consumers:>5}"
+            f"{r.published:>12,}{r.publish_rate:>10,.1f}{r.consumed:>12,}{r.consume_rate:>10,.1f}"
+            f"{cpu:>7}{'  LOST' if r.lost else ''}"
+        )
+    out.write("\n".join(lines) + "\n")
+    out.flush()
+
+
+def connection_broker(broker: Broker, args: argparse.Namespace) -> Broker:
+    """``broker`` with the password from --password-file/FLOWDECK_PASSWORD, the TLS
+    options of the flags on every node, and the management API's own credentials."""
+    uris = resolve_uri(broker.uri_list, password_file=getattr(args, "password_file", None))
     options = TlsOptions(
         ca_file=getattr(args, "ca_file", None) or "",
         cert_file=getattr(args, "cert_file", None) or "",
         key_file=getattr(args, "key_file", None) or "",
         insecure=bool(getattr(args, "insecure", False)),
     )
-    if options.configured and not uri.startswith("amqps://"):
-        raise SpecError(
-            "uri",
-            f"TLS options need an amqps:// uri, got {redact(uri)!r}; "
-            "use amqps:// and the broker's TLS port (usually 5671)",
-        )
-    uri = with_tls_options(uri, options)
-    tls_options(uri)  # a bad verify= parameter is an error now, not in the workers
-    return uri
+    nodes = []
+    for uri in broker.with_nodes(uris).uris:
+        if options.configured and not uri.startswith("amqps://"):
+            raise SpecError(
+                "uri",
+                f"TLS options need an amqps:// uri, got {redact(uri)!r}; "
+                "use amqps:// and the broker's TLS port (usually 5671)",
+            )
+        uri = with_tls_options(uri, options)
+        tls_options(uri)  # a bad verify= parameter is an error now, not in the workers
+        nodes.append(uri)
+    return replace(
+        broker.with_nodes(nodes),
+        management_user=getattr(args, "management_user", None) or None,
+        management_password=management_password_from(args),
+    )
 
 
 def run_command(args: argparse.Namespace) -> int:
-    spec = spec_from_run_args(args)
+    if getattr(args, "matrix", None):
+        return _run_matrix(args)
+    return _run_one(args)
+
+
+def _run_matrix(args: argparse.Namespace) -> int:
+    """``--matrix benchN``: the benchmark's figure presets as consecutive recorded runs.
+    A run refused for its input (exit 2) stops the matrix; a failed one does not."""
+    from flowdeck.engine import FIGURES, matrix
+
+    if args.preset or args.spec or getattr(args, "perftest", None):
+        raise SpecError("matrix", "--matrix picks the presets itself: drop --preset/--spec")
+    names = matrix(args.matrix)
+    figure_of = {f.preset: f.number for f in FIGURES.values()}
+    codes: list[tuple[str, int]] = []
+    for index, name in enumerate(names, 1):
+        print(
+            f"matrix {args.matrix}: run {index} of {len(names)}: {name} "
+            f"(fig {figure_of[name]} of the seed)",
+            flush=True,
+        )
+        one = argparse.Namespace(**{**vars(args), "matrix": None, "preset": name})
+        try:
+            code = _run_one(one)
+        except FlowdeckError as exc:  # said now, so the matrix's last line can follow
+            print(f"flowdeck: {exc}", file=sys.stderr, flush=True)
+            code = 2 if isinstance(exc, SpecError) else 1
+        codes.append((name, code))
+        if code == 2:
+            break
+    print(f"matrix {args.matrix}: " + ", ".join(f"{name} exit {code}" for name, code in codes))
+    return max(code for _, code in codes)
+
+
+def _run_one(args: argparse.Namespace) -> int:
+    spec = with_thresholds(spec_from_run_args(args), args)  # a bad one: exit 2 now
+    autotune = autotune_options(args)
+    control = control_options(args)
+    placement = spark_placement(args, spec.workers)
     drain = float(parse_number("duration", args.drain)) if args.drain else 5.0
     progress: TextIO = sys.stderr if args.json else sys.stdout
     sessions_root = None
@@ -166,22 +397,25 @@ def run_command(args: argparse.Namespace) -> int:
             broker, getattr(args, "start_prometheus", False), announce
         ) as prometheus_url,
     ):
-        uri = connection_uri(broker.uri, args)
-        if tls_options(uri).insecure:
+        connecting = replace(connection_broker(broker, args), prometheus_url=prometheus_url)
+        if tls_options(connecting.uri).insecure:
             print(f"warning: {INSECURE_WARNING}", file=sys.stderr, flush=True)
         controller = Controller(
-            broker.spec_for(spec),
-            uri=uri,
-            management_url=broker.management_url,
-            management_user=args.management_user,
-            management_password=management_password_from(args),
-            prometheus_url=prometheus_url,
+            spec_naming(spec, broker),
+            broker=connecting,
             sessions_root=sessions_root,
             drain_seconds=drain,
             cleanup=args.cleanup,
-            statistics_interval=broker.statistics_interval,
             skip_capacity_check=args.skip_capacity_check,
+            workers=placement.workers if placement is not None else None,
+            placement=placement,
         )
+        from flowdeck.engine import PhaseTable
+
+        phase_table = PhaseTable()  # the per-phase figures of the JSON summary and thresholds
+        controller.add_sink(phase_table)
+        if autotune is not None:
+            Autopilot(controller, **autotune).attach()  # begins when the run starts
         endpoint = None
         if args.metrics_port is not None:
             from flowdeck.engine import MetricsEndpoint
@@ -199,21 +433,33 @@ def run_command(args: argparse.Namespace) -> int:
             controller.add_sink(endpoint)
             announce(f"serving client metrics at {endpoint.url}")
         try:
-            summary = asyncio.run(_run(controller, progress))
+            summary = asyncio.run(_run(controller, progress, control))
         finally:
             if endpoint is not None:
                 endpoint.stop()
+    code = conclude(args, controller.spec, summary, phase_table.figures(summary.ended), progress)
+    if placement is not None:
+        print_hosts(placement.rows, progress)
+    return code
+
+
+async def _run(
+    controller: Controller,
+    out: TextIO,
+    control: tuple[ControlAddress, ssl.SSLContext | None] = (ControlAddress(), None),
+) -> RunSummary:
+    from flowdeck.engine import ControlServer  # the HTTP server loads only for a run
+
+    server = ControlServer(controller, address=control[0], tls=control[1])
+    controller.add_sink(server)
+    await server.start()  # a taken --control port stops the run before any load
     try:
-        if args.json:
-            print(json.dumps(summary.to_json(), indent=2))
-        else:
-            print_summary(summary, progress)
-    except OSError:
-        pass  # the terminal was closed (SIGHUP): the session holds the summary
-    return 1 if summary.outcome == "failed" else 0
+        return await _follow(controller, out, server)
+    finally:
+        await server.close()
 
 
-async def _run(controller: Controller, out: TextIO) -> RunSummary:
+async def _follow(controller: Controller, out: TextIO, server: ControlServer) -> RunSummary:
     printer = ProgressPrinter(controller, out)
     controller.add_sink(printer)
     spec = controller.spec
@@ -222,13 +468,20 @@ async def _run(controller: Controller, out: TextIO) -> RunSummary:
         f"{spec.rate:g} msg/s, {spec.queues} {spec.queue_type} queue(s), "
         f"{spec.consumers} consumers, {spec.duration:g} s, "
         f"{controller.workers or 'no'} worker process(es), "
-        f"broker {redact(controller.uri)}",
+        f"broker {controller.broker.redacted}",
         file=out,
         flush=True,
     )
     await controller.start()
     if controller.session_dir:
         print(f"recording to {controller.session_dir}", file=out, flush=True)
+    if server.entry is not None:
+        print(
+            f"control endpoint {server.url} (run {server.entry.run_id}: flowdeck steer, "
+            "flowdeck attach)",
+            file=out,
+            flush=True,
+        )
     loop = asyncio.get_running_loop()
     interrupts = 0
     stopping: list[asyncio.Task[RunSummary]] = []
@@ -320,7 +573,7 @@ def format_tick(tick: Tick) -> str:
     target = "max" if tick.target_rate == 0 else _rate(tick.target_rate)
     paused = "  PAUSED" if tick.settings.paused else ""
     return (
-        f"[{tick.elapsed:5.0f}/{tick.duration:.0f} s] target {target:>7}/s"
+        f"[{tick.second or round(tick.elapsed):5d}/{tick.duration:.0f} s] target {target:>7}/s"
         f"  publish {_rate(tick.publish_rate):>7}/s"
         f"  confirm {_rate(tick.confirm_rate):>7}/s"
         f"  consume {_rate(tick.consume_rate):>7}/s"
@@ -352,6 +605,7 @@ def print_summary(summary: RunSummary, out: TextIO) -> None:
     for label, count, rate in rows:
         rate_text = f"{rate:,.1f}/s" if rate is not None else ""
         lines.append(f"{label:<34}{count:>12,}{rate_text:>14}")
+    lines.append(rate_basis(summary))
     if not summary.safety.confirms:
         lines.append("(confirms off: the broker confirmed nothing, so loss cannot be assessed)")
     if summary.latency:

@@ -15,18 +15,26 @@ from typing import Any
 from flowdeck.collectors import redact
 from flowdeck.engine import (
     SESSIONS_DIR_ENV,
+    Counters,
     EventKind,
     FlowdeckError,
     LatencyKind,
     SendBasis,
+    Session,
     SessionInfo,
     default_sessions_root,
     delete_session,
     export_csv,
     list_sessions,
+    open_session,
     open_session_by_id,
 )
 from flowdeck.engine import session_format as fmt
+from flowdeck.tui.model import sustained_peak
+
+#: What "peak" means in the sessions list and ``sessions show``: the best rate the run held,
+#: not its best second (a catch-up burst after an alarm or a pause is one second).
+PEAK_MEANING = "peak = best rate held in each of 5 consecutive seconds"
 
 
 def add_sessions_dir_argument(parser: argparse.ArgumentParser) -> None:
@@ -48,7 +56,11 @@ def register(subparsers: Any) -> None:
     )
     actions = parser.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
 
-    listing = actions.add_parser("list", parents=[common], help="one line per recorded session")
+    listing = actions.add_parser(
+        "list",
+        parents=[common],
+        help=f"one line per recorded session ({PEAK_MEANING})",
+    )
     listing.set_defaults(handler=list_command)
 
     show = actions.add_parser("show", parents=[common], help="a session's summary and event log")
@@ -83,7 +95,7 @@ def list_command(args: argparse.Namespace) -> int:
         print(f"flowdeck: skipped session {info.session_id}: {problem}", file=sys.stderr)
     readable = [info for info in infos if not info.problem]
     header = ("ID", "START", "NAME", "DURATION", "OUTCOME", "PHASES", "PEAK PUB/s", "PEAK CONS/s")
-    rows = [header, *(_list_row(info) for info in readable)]
+    rows = [header, *(_list_row(info, _sustained_peaks(info.path)) for info in readable)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     right = {3, 5, 6, 7}
     for row in rows:
@@ -98,7 +110,19 @@ def list_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _list_row(info: SessionInfo) -> tuple[str, ...]:
+def _sustained_peaks(path: Path) -> tuple[float | None, float | None]:
+    """Publish and consume peaks as :data:`PEAK_MEANING` says, from the per-second series."""
+    try:
+        series = open_session(path).client_per_second()
+    except (OSError, ValueError, FlowdeckError):  # pyarrow's errors are OSError or ValueError
+        return None, None
+    return (
+        sustained_peak(series.column("published_rate").to_pylist()),
+        sustained_peak(series.column("consumed_rate").to_pylist()),
+    )
+
+
+def _list_row(info: SessionInfo, peaks: tuple[float | None, float | None]) -> tuple[str, ...]:
     return (
         info.session_id,
         _local_time(info.start),
@@ -106,8 +130,8 @@ def _list_row(info: SessionInfo) -> tuple[str, ...]:
         _seconds(info.duration),
         info.outcome,
         str(info.phases),
-        _rate(info.peak_publish_rate),
-        _rate(info.peak_consume_rate),
+        _rate(peaks[0]),
+        _rate(peaks[1]),
     )
 
 
@@ -141,14 +165,12 @@ def show_command(args: argparse.Namespace) -> int:
         )
     )
     series = session.client_per_second()
-    duration = session.duration or 0.0
-    for label, column, count in (
-        ("publish", "published_rate", totals.published),
-        ("consume", "consumed_rate", totals.consumed),
-    ):
+    for label, column in (("publish", "published_rate"), ("consume", "consumed_rate")):
         peak = max(series.column(column).to_pylist(), default=None)
-        mean = count / duration if duration > 0 else None
-        lines.append((label, f"mean {_rate(mean)} msg/s, peak {_rate(peak)} msg/s"))
+        mean, basis = _mean_rate(label, summary, totals, session)
+        lines.append(
+            (label, f"mean {_rate(mean, 1)} msg/s ({basis}), peak {_rate(peak)} msg/s in a second")
+        )
     for kind in LatencyKind:
         for basis in SendBasis:
             p = session.latency_percentiles(kind, basis)
@@ -162,7 +184,7 @@ def show_command(args: argparse.Namespace) -> int:
                 )
     safety = summary.get("safety")
     if isinstance(safety, dict):
-        lines.append(("data safety", ", ".join(f"{k} {v:,}" for k, v in safety.items())))
+        lines.append(("data safety", ", ".join(_safety_item(k, v) for k, v in safety.items())))
     broker = session.table(fmt.BROKER_DIR)
     if broker.num_rows:
         lines.append(("broker samples", f"{broker.num_rows:,}"))
@@ -217,6 +239,44 @@ def delete_command(args: argparse.Namespace) -> int:
     return 0
 
 
+#: What the run's summary divides each mean rate by (engine.progress.RATE_MEANING).
+_ACTIVE = {"publish": "first to last send", "consume": "first to last delivery"}
+
+
+def _mean_rate(
+    label: str, summary: dict[str, Any], totals: Counters, session: Session
+) -> tuple[float | None, str]:
+    """The mean rate the run's own summary gave, and what it divides by.
+
+    Sessions recorded since the summary states the clients' active time show exactly the
+    summary's figure (count / first-to-last send or delivery). Older ones hold no such time:
+    their count is divided by the time publishing lasted (start to the drain event), or by
+    the whole recording, and the line says which.
+    """
+    safety = summary.get("safety")
+    counted = "published" if label == "publish" else "consumed"
+    seconds = summary.get(f"{label}_seconds")
+    rate = summary.get(f"{label}_rate")
+    if isinstance(seconds, int | float) and isinstance(rate, int | float):
+        count = safety.get(counted) if isinstance(safety, dict) else getattr(totals, counted)
+        return float(rate), f"{count:,} over {seconds:.2f} s, {_ACTIVE[label]}"
+    count = getattr(totals, counted)
+    drains = [e.at for e in session.events if e.kind is EventKind.DRAIN]
+    start = session.manifest.start
+    if drains:
+        span, what = drains[0] - start, "start to publishing stopped"
+    else:
+        span, what = session.duration or 0.0, "the whole recording"
+    mean = count / span if span > 0 else None
+    return mean, f"{count:,} over {span:.2f} s, {what}; an older session: no active time kept"
+
+
+def _safety_item(name: str, value: Any) -> str:
+    if isinstance(value, bool):  # confirms: whether loss could be assessed at all
+        return f"{name} {'on' if value else 'off'}"
+    return f"{name} {value:,}" if isinstance(value, int | float) else f"{name} {value}"
+
+
 def _describe_spec(spec: dict[str, Any]) -> str:
     queue = f"{spec.get('queues', '?')} {spec.get('queue_type', '?')} queue(s)"
     rate = spec.get("rate", 0)
@@ -252,10 +312,10 @@ def _seconds(value: float | None) -> str:
     return f"{value:.1f}s"
 
 
-def _rate(value: float | None) -> str:
+def _rate(value: float | None, decimals: int = 0) -> str:
     if value is None:
         return "-"
-    return f"{value:,.0f}"
+    return f"{value:,.{decimals}f}"
 
 
 def _size(size_bytes: int) -> str:

@@ -98,11 +98,12 @@ def broker_versions(
     """
     import httpx
 
-    from flowdeck.collectors import credentials_from_uri, management_url_for
+    from flowdeck.collectors import Broker
 
     try:
-        url = management_url or management_url_for(uri)
-        user, password, _ = credentials_from_uri(uri)
+        broker = Broker.parse(uri, management_url=management_url)
+        url = broker.usual_management_url
+        user, password = broker.management_login
     except Exception as exc:  # a malformed FLOWDECK_URI: say so, --version still works
         return f"bad FLOWDECK_URI ({exc})"
     try:

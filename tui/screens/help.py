@@ -1,4 +1,5 @@
-"""The help screen, generated from the key table that drives the keys."""
+"""The help screen, generated from the bindings that drive the keys: the dashboard's key
+table, or the bindings of whichever screen ``?`` was pressed on."""
 
 from __future__ import annotations
 
@@ -8,24 +9,43 @@ from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
-from flowdeck.tui.keys import KEY_DISPLAY, KEY_TABLE, KeyRow
+from flowdeck.tui.keys import KEY_TABLE, KeyRow, key_label, rows_from_bindings
+
+#: Keys every screen has (the app's own bindings are listed under this group).
+EVERYWHERE = "everywhere"
+
+
+def rows_for(screen: Screen[object]) -> tuple[KeyRow, ...]:
+    """The keys of ``screen``: its ``HELP_ROWS`` when it has a key table (the dashboard),
+    else its own bindings; then the keys that work on every screen."""
+    own: tuple[KeyRow, ...] = getattr(screen, "HELP_ROWS", None) or rows_from_bindings(
+        list(screen.BINDINGS), "this screen"
+    )
+    shown = {row.key for row in own}
+    app_rows = rows_from_bindings(list(screen.app.BINDINGS), EVERYWHERE)
+    palette = KeyRow(
+        "ctrl+p", "command_palette", "command palette (every action by name)", EVERYWHERE
+    )
+    extra = tuple(row for row in (*app_rows, palette) if row.key not in shown)
+    return own + extra
 
 
 def help_table(rows: tuple[KeyRow, ...] = KEY_TABLE) -> Table:
     table = Table(title="flowdeck keys", expand=True, show_lines=False)
     table.add_column("key", style="bold", no_wrap=True)
     table.add_column("what it does")
-    table.add_column("group", style="dim")
+    table.add_column("group", style="dim", no_wrap=True)
     for row in rows:
-        table.add_row(KEY_DISPLAY.get(row.key, row.key), row.description, row.group)
+        table.add_row(key_label(row.key), row.description, row.group)
     return table
 
 
 class HelpScreen(ModalScreen[None]):
-    """Every key of the dashboard, from ``tui.keys.KEY_TABLE``."""
+    """Every key of the screen it was opened on (the dashboard's from
+    ``tui.keys.KEY_TABLE``), and those of every screen."""
 
     DEFAULT_CSS = """
     HelpScreen {
@@ -40,7 +60,9 @@ class HelpScreen(ModalScreen[None]):
     }
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,question_mark,q", "dismiss", "close")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape,question_mark,f1,q", "dismiss", "close", key_display="esc")
+    ]
 
     def __init__(self, rows: tuple[KeyRow, ...] = KEY_TABLE) -> None:
         super().__init__()
@@ -50,7 +72,8 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll():
             yield Static(help_table(self.rows), id="help-table")
             yield Static(
-                "Steps double or halve limits and rates, add or remove one client. "
-                "A change shows as pending until every worker has it in force. "
+                "On the dashboard, steps double or halve limits and rates, add or remove "
+                "one client; a change shows as pending until every worker has it in force. "
+                "In a text field ? types itself: F1 opens this help there. "
                 "Escape closes this help."
             )

@@ -4,6 +4,7 @@ launch. Every field is validated as it is typed; the message shows next to the f
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -12,9 +13,11 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
 from textual.screen import Screen
+from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Footer, Input, Label, OptionList, Select, Static, Switch
+from textual.widgets import Checkbox, Footer, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
 from flowdeck.engine import (
@@ -29,6 +32,7 @@ from flowdeck.engine import (
     spec_from_mapping,
 )
 from flowdeck.tui.broker_check import CheckLine, check_sources
+from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.spec_text import field_text, field_value
 
 #: Presets reproduce full-size benchmarks; the cockpit starts them scaled to a small machine.
@@ -58,6 +62,22 @@ def what_it_runs(spec: RunSpec) -> str:
 
 def field_id(name: str) -> str:
     return f"field-{name}"
+
+
+def on_off(value: bool) -> str:
+    return "on" if value else "off"
+
+
+def show_on_off(box: Checkbox, value: bool) -> Checkbox:
+    """An X in the box only when on, and the word beside it: Textual's box always holds an
+    X and tells on from off by colour alone, which reads blank without colour."""
+    box.BUTTON_INNER = "X" if value else " "
+    box.label = on_off(value)
+    return box
+
+
+#: Below this width the launch screen's columns narrow (an 80x24 terminal).
+NARROW_COLUMNS = 100
 
 
 class LaunchScreen(Screen[None]):
@@ -93,10 +113,24 @@ class LaunchScreen(Screen[None]):
         padding: 0 1 0 0;
         text-style: bold;
     }
-    LaunchScreen .field-row Switch {
+    LaunchScreen .field-row Checkbox {
         border: none;
         height: 1;
         padding: 0;
+        background: transparent;
+    }
+    /* The field with the focus says so without colour: its name reversed. */
+    LaunchScreen .field-row:focus-within .field-name {
+        text-style: bold reverse;
+    }
+    LaunchScreen #presets:focus-within {
+        border: double $accent;
+    }
+    LaunchScreen.-narrow #presets {
+        width: 27;
+    }
+    LaunchScreen.-narrow .field-error, LaunchScreen.-narrow .field-help {
+        padding-left: 4;
     }
     LaunchScreen .field-row Input, LaunchScreen .field-row Select {
         width: 1fr;
@@ -122,10 +156,11 @@ class LaunchScreen(Screen[None]):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("ctrl+r", "launch", "launch the run", priority=True),
+        HELP_BINDING,
+        Binding("ctrl+r", "launch", "launch", priority=True, tooltip="launch the run"),
         Binding("ctrl+k", "check_broker", "check broker", priority=True),
-        Binding("ctrl+o", "load_file", "load spec file", priority=True),
-        Binding("ctrl+e", "sessions", "sessions", priority=True),
+        Binding("ctrl+o", "load_file", "load file", priority=True, tooltip="load the spec file"),
+        Binding("ctrl+e", "sessions", "sessions", priority=True, tooltip="recorded sessions"),
     ]
 
     def __init__(self, spec: RunSpec | None = None) -> None:
@@ -138,6 +173,9 @@ class LaunchScreen(Screen[None]):
         self._fields: dict[str, Widget] = {}
         self._error_labels: dict[str, Static | None] = {}
         self._errors_shown: dict[str, str] = {}
+        self._launch_progress: Timer | None = None
+        self._launch_began = 0.0
+        self._launch_step = ""
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -170,7 +208,9 @@ class LaunchScreen(Screen[None]):
         with Horizontal(classes="field-row"):
             yield Label(name, classes="field-name")
             if info.kind is bool:
-                yield Switch(value=bool(value), id=field_id(name))
+                # A box with X and the word: an on/off field reads without colour.
+                box = Checkbox(on_off(bool(value)), bool(value), compact=True, id=field_id(name))
+                yield show_on_off(box, bool(value))
             elif info.choices:
                 yield Select(
                     [(c, c) for c in info.choices],
@@ -213,20 +253,35 @@ class LaunchScreen(Screen[None]):
         return factor
 
     def show_preset_info(self, name: str) -> None:
-        spec = PRESETS.get(name)
+        """What the highlighted preset runs at the scale typed: the figures Enter puts in
+        the form (the description keeps the seed's full-size words)."""
         info = self.query_one("#preset-info", Static)
-        if spec is None:
+        if name not in PRESETS:
             info.update("")
             return
+        try:
+            factor = self.scale()
+        except SpecError:
+            factor = 1.0
+        spec = preset(name, factor)
         info.update(
             Text.assemble(
                 (f"{name}\n", "bold"),
                 f"{spec.description}\n\n",
-                ("runs: ", "bold"),
+                (f"runs at scale {factor:g}: ", "bold"),
                 what_it_runs(spec),
                 ("\n\nEnter: load it into the form", "italic"),
             )
         )
+
+    @on(Input.Changed, "#scale")
+    def scale_changed(self) -> None:
+        highlighted = self.query_one("#preset-list", OptionList).highlighted_option
+        if highlighted is not None:
+            self.show_preset_info(str(highlighted.id))
+
+    def on_resize(self, event: Resize) -> None:
+        self.set_class(event.size.width < NARROW_COLUMNS, "-narrow")
 
     @on(OptionList.OptionHighlighted, "#preset-list")
     def preset_highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -270,7 +325,7 @@ class LaunchScreen(Screen[None]):
             for name in FIELDS:
                 widget = self.field_widget(name)
                 value = values[name]
-                if isinstance(widget, Switch | Select):
+                if isinstance(widget, Checkbox | Select):
                     widget.value = value
                 elif isinstance(widget, Input):
                     widget.value = field_text(name, value)
@@ -285,7 +340,7 @@ class LaunchScreen(Screen[None]):
         values: dict[str, Any] = {}
         for name in FIELDS:
             widget = self.field_widget(name)
-            if isinstance(widget, Switch | Select):
+            if isinstance(widget, Checkbox | Select):
                 values[name] = widget.value
             elif isinstance(widget, Input):
                 values[name] = field_value(name, widget.value)
@@ -328,8 +383,13 @@ class LaunchScreen(Screen[None]):
         label.update(f"✗ {message}" if message else "")
         label.set_class(not message, "-empty")
 
+    @on(Checkbox.Changed)
+    def checkbox_changed(self, event: Checkbox.Changed) -> None:
+        show_on_off(event.checkbox, event.value)
+        event.checkbox.refresh()
+
     @on(Input.Changed)
-    @on(Switch.Changed)
+    @on(Checkbox.Changed)
     @on(Select.Changed)
     def field_changed(self, event: Any) -> None:
         if self._filling or getattr(event.control, "id", "") in ("spec-path", "scale"):
@@ -377,9 +437,35 @@ class LaunchScreen(Screen[None]):
         if spec is None:
             self.notify("fix the field marked ✗ first", severity="error")
             return
-        where = (spec.uri and "the broker") or "a private RabbitMQ node (starting it first)"
-        self.notify(f"launching {spec.name} on {where}…", timeout=4)
+        self._launch_began = time.monotonic()
+        provisioner = getattr(self.app, "provisioner", None)
+        if spec.uri:
+            self._launch_step = f"launching {spec.name}: connecting to the broker"
+        elif provisioner is not None and provisioner.running_node is not None:
+            self._launch_step = f"launching {spec.name} on the private RabbitMQ node (up)"
+        else:
+            self._launch_step = (
+                f"launching {spec.name}: starting a private RabbitMQ node "
+                "(10-40 s the first time; later launches reuse it)"
+            )
+        if self._launch_progress is None:
+            self._launch_progress = self.set_interval(0.5, self.show_launch_progress)
+        self.show_launch_progress()
         self.prepare(spec)
+
+    def show_launch_progress(self) -> None:
+        """While a launch is prepared, the broker check panel says what it waits for and
+        for how long (a node's boot used to show nothing after a 4 s toast)."""
+        elapsed = time.monotonic() - self._launch_began
+        self.query_one("#checks", Static).update(
+            Text.assemble(("⏳ ", "bold"), self._launch_step, f"… {elapsed:.0f} s")
+        )
+
+    def end_launch_progress(self, text: str | Text = "") -> None:
+        if self._launch_progress is not None:
+            self._launch_progress.stop()
+            self._launch_progress = None
+        self.query_one("#checks", Static).update(text)
 
     @work(exclusive=True, thread=True, group="launch")
     def prepare(self, spec: RunSpec) -> None:
@@ -392,6 +478,7 @@ class LaunchScreen(Screen[None]):
                 provisioner=getattr(self.app, "provisioner", None),
             )
         except FlowdeckError as exc:
+            self.app.call_from_thread(self.end_launch_progress, Text(f"✗ {exc}", style="bold"))
             self.app.call_from_thread(self.notify, str(exc), severity="error", timeout=20)
             return
         self.app.call_from_thread(self.open_live, prepared.control)
@@ -399,6 +486,7 @@ class LaunchScreen(Screen[None]):
     def open_live(self, control: Any) -> None:
         from flowdeck.tui.screens.live import LiveScreen
 
+        self.end_launch_progress("the run was launched; Ctrl+K checks the broker again")
         self.app.push_screen(LiveScreen(control))
 
     def action_sessions(self) -> None:

@@ -13,9 +13,11 @@ from textual.widgets import Footer, TabbedContent
 
 from flowdeck.collectors import BrokerSample
 from flowdeck.engine import (
+    Autopilot,
     Change,
     EventKind,
     FlowdeckError,
+    NullSink,
     RunEvent,
     RunSummary,
     SendBasis,
@@ -24,7 +26,7 @@ from flowdeck.engine import (
     Tick,
 )
 from flowdeck.tui.app import freeze_long_lived
-from flowdeck.tui.keys import LABELS, bindings, step_change
+from flowdeck.tui.keys import KEY_TABLE, LABELS, bindings, step_change
 from flowdeck.tui.messages import (
     BrokerSampleReceived,
     ChangeRequested,
@@ -34,14 +36,59 @@ from flowdeck.tui.messages import (
     TickReceived,
 )
 from flowdeck.tui.model import RunHistory
-from flowdeck.tui.screens.help import HelpScreen
+from flowdeck.tui.screens.help import HelpScreen, rows_for
 from flowdeck.tui.screens.prompt import ChangePrompt, ConfirmStop
-from flowdeck.tui.source import RunControl, RunUpdate
+from flowdeck.tui.source import RunControl
 from flowdeck.tui.widgets.dashboard import Dashboard
+from flowdeck.tui.widgets.event_log import EventLog
 from flowdeck.tui.widgets.latency_chart import LatencyChart
 
 #: Terminal width from which the dashboard spreads out.
 WIDE_COLUMNS = 140
+#: Below this width the charts and the broker column take turns (``v``): side by side, the
+#: charts' legends and the broker panel's title were cut (``━targ ━publ``, ``sta…``).
+NARROW_COLUMNS = 100
+#: The header's note while an operator's change holds the schedule.
+SCHEDULE_HELD = "SCHEDULE PAUSED (S resumes)"
+
+
+def narrow_css(screen: str) -> str:
+    """The one-column layout of a narrow terminal for a screen showing a Dashboard (class
+    ``-narrow`` set by the screen; ``-side`` shows the broker column instead of the
+    charts). Rules start with the screen's type: a screen's CSS is scoped to it."""
+    return f"""
+    {screen}.-narrow Dashboard #side {{
+        display: none;
+    }}
+    {screen}.-narrow.-side Dashboard #side {{
+        display: block;
+        width: 1fr;
+    }}
+    {screen}.-narrow.-side Dashboard #charts {{
+        display: none;
+    }}
+    """
+
+
+def fit_layout(screen: Screen[None], width: int, history: RunHistory) -> None:
+    """Set the dashboard's layout classes for a terminal ``width`` columns wide."""
+    screen.query_one(Dashboard).set_class(width >= WIDE_COLUMNS, "-wide")
+    screen.set_class(width < NARROW_COLUMNS, "-narrow")
+    rewrap_events(screen, history)
+
+
+def toggle_side(screen: Screen[None], history: RunHistory) -> None:
+    """On a narrow terminal: show the charts, or the broker panel and the event log."""
+    screen.toggle_class("-side")
+    rewrap_events(screen, history)
+
+
+def rewrap_events(screen: Screen[None], history: RunHistory) -> None:
+    """Write the event log again once its new width is laid out: lines keep the width
+    they were written at (a log filled while hidden read one word a line), and the log
+    ends on the newest entry."""
+    log = screen.query_one(EventLog)
+    screen.call_after_refresh(lambda: log.replace_all(history.events))
 
 
 class LiveScreen(Screen[None]):
@@ -53,6 +100,10 @@ class LiveScreen(Screen[None]):
         *bindings(),
         Binding("escape", "leave", "back", show=False),
     ]
+    #: The autopilot started with ``o`` (while it searches, and after).
+    autopilot: Autopilot | None = None
+    DEFAULT_CSS = narrow_css("LiveScreen")
+    HELP_ROWS = KEY_TABLE
 
     def __init__(self, control: RunControl, *, start: bool = True) -> None:
         super().__init__()
@@ -67,7 +118,7 @@ class LiveScreen(Screen[None]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.control.add_listener(self.on_run_update)
+        self.control.add_sink(_ScreenSink(self))
         self.dashboard.show_settings(self.control.settings, self.control.pending)
         if self._start:
             self.run_control()
@@ -77,20 +128,16 @@ class LiveScreen(Screen[None]):
         return self.query_one(Dashboard)
 
     def on_resize(self, event: Resize) -> None:
-        self.dashboard.set_class(event.size.width >= WIDE_COLUMNS, "-wide")
+        fit_layout(self, event.size.width, self.history)
+
+    def action_toggle_view(self) -> None:
+        """On a narrow terminal: the charts, or the broker panel and event log."""
+        if not self.has_class("-narrow"):
+            self.notify("the charts and the broker panel are both shown at this width")
+            return
+        toggle_side(self, self.history)
 
     # -- what the run says ---------------------------------------------------------------
-
-    def on_run_update(self, update: RunUpdate) -> None:
-        """The controller's listener: called on the app's loop, never blocks it."""
-        if isinstance(update, Tick):
-            self.post_message(TickReceived(update))
-        elif isinstance(update, BrokerSample):
-            self.post_message(BrokerSampleReceived(update))
-        elif isinstance(update, RunEvent):
-            self.post_message(EventReceived(update))
-        elif isinstance(update, RunSummary):
-            self.post_message(RunFinished(update))
 
     @work(exclusive=True, group="run")
     async def run_control(self) -> None:
@@ -116,6 +163,7 @@ class LiveScreen(Screen[None]):
 
     def redraw(self) -> None:
         self._redraw_due = False
+        self.show_schedule_state()
         tick = self.history.last_tick
         if tick is not None:
             self.dashboard.show(self.history, tick.settings, tick.pending)
@@ -162,6 +210,33 @@ class LiveScreen(Screen[None]):
             self.notify(str(exc), severity="error", title="change refused")
             return
         self.dashboard.show_settings(self.control.settings, self.control.pending)
+        self.show_schedule_state()
+
+    def show_schedule_state(self) -> None:
+        """The header says when an operator's change holds the schedule, and how to go on."""
+        if self.finished:
+            return
+        if self.dashboard.note not in ("", SCHEDULE_HELD):
+            return  # "stopping…" says more
+        note = SCHEDULE_HELD if self.control.schedule_held else ""
+        if note != self.dashboard.note:
+            self.dashboard.note = note
+            self.dashboard.show(self.history, self.control.settings, self.control.pending)
+            self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """``S`` is offered (and in the footer) only while the schedule is held."""
+        if action == "resume_schedule":
+            return not self.finished and self.control.schedule_held
+        return True
+
+    def action_resume_schedule(self) -> None:
+        try:
+            self.control.resume_schedule()
+        except FlowdeckError as exc:
+            self.notify(str(exc), severity="warning")
+            return
+        self.show_schedule_state()
 
     def request(self, change: Change) -> None:
         if self.finished:
@@ -184,7 +259,11 @@ class LiveScreen(Screen[None]):
                 self.request(change)
 
         self.app.push_screen(
-            ChangePrompt("Change (inflight=200, prefetch=60, publishers=+5, pause):", initial),
+            ChangePrompt(
+                "Change (inflight=200, prefetch=60, publishers=+5, pause):",
+                initial,
+                history=getattr(self.app, "change_history", None),
+            ),
             chosen,
         )
 
@@ -206,6 +285,27 @@ class LiveScreen(Screen[None]):
             self.control.skip_step()
         except FlowdeckError as exc:
             self.notify(str(exc), severity="warning")
+        self.show_schedule_state()
+
+    def action_autotune(self) -> None:
+        """Start the autopilot on the in-flight limit, or stop it (docs/autotune.md): it
+        steps the limit, holds each step until msg/s is steady and leaves the run at the
+        value the report would recommend; its steps and choice show in the event log."""
+        if self.finished:
+            return
+        if self.autopilot is not None and self.autopilot.active:
+            self.autopilot.stop()
+            return
+        try:
+            if Autopilot.can_steer(self.control):
+                self.autopilot = Autopilot(self.control, "inflight")
+                self.autopilot.attach()
+            else:
+                raise FlowdeckError("the autopilot steers runs this cockpit started")
+        except FlowdeckError as exc:
+            self.notify(str(exc), severity="error", title="autopilot refused")
+            return
+        self.notify("autopilot: searching the in-flight limit (o stops it)")
 
     def action_stop_run(self) -> None:
         if self.finished:
@@ -232,10 +332,30 @@ class LiveScreen(Screen[None]):
         self.query_one(TabbedContent).active = tab
 
     def action_help(self) -> None:
-        self.app.push_screen(HelpScreen())
+        self.app.push_screen(HelpScreen(rows_for(self)))
 
     def action_leave(self) -> None:
         if self.finished:
             self.app.pop_screen()
         else:
             self.notify("the run is going; press s to stop it first", severity="warning")
+
+
+class _ScreenSink(NullSink):
+    """The cockpit as a sink of the run: each update becomes a message to the live screen,
+    handled on the app's loop (the controller calls a sink on its loop; it never blocks)."""
+
+    def __init__(self, screen: LiveScreen) -> None:
+        self.screen = screen
+
+    def on_tick(self, tick: Tick) -> None:
+        self.screen.post_message(TickReceived(tick))
+
+    def on_broker_sample(self, sample: BrokerSample) -> None:
+        self.screen.post_message(BrokerSampleReceived(sample))
+
+    def on_event(self, event: RunEvent) -> None:
+        self.screen.post_message(EventReceived(event))
+
+    def on_finish(self, summary: RunSummary) -> None:
+        self.screen.post_message(RunFinished(summary))

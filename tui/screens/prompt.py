@@ -18,7 +18,9 @@ class ChangePrompt(ModalScreen[Change | None]):
     """Type a change as the CLI takes it (``inflight=200``, ``publishers=+5``, ``pause``).
 
     The text is parsed as it is typed; an invalid change shows why under the input and
-    Enter does nothing until it is fixed.
+    Enter does nothing until it is fixed. Up and down walk the ``history`` of changes
+    applied before (the list is the caller's, kept across prompts; a change is added
+    when it is applied), as a shell does: a sweep by hand is "up, edit, Enter".
     """
 
     DEFAULT_CSS = """
@@ -39,20 +41,50 @@ class ChangePrompt(ModalScreen[Change | None]):
     }
     """
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "dismiss(None)", "cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "dismiss(None)", "cancel"),
+        Binding("up", "history(-1)", "earlier change", key_display="↑"),
+        Binding("down", "history(1)", "later change", key_display="↓"),
+    ]
+    AUTO_FOCUS = "#change-input"
 
-    def __init__(self, title: str, initial: str = "", *, mark: bool = False) -> None:
+    def __init__(
+        self,
+        title: str,
+        initial: str = "",
+        *,
+        mark: bool = False,
+        history: list[str] | None = None,
+    ) -> None:
         super().__init__()
         self.title_text = title
         self.initial = initial
         self.mark = mark
+        self.history = history if history is not None else []
+        self._position = len(self.history)  # len: the line being typed, not history
+        self._draft = initial
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Label(self.title_text)
             yield Input(value=self.initial, id="change-input")
             yield Label("", id="problem")
-            yield Label("Enter applies, Escape cancels", classes="hint")
+            hint = "Enter applies, Escape cancels"
+            if self.history:
+                hint += ", ↑ ↓ earlier changes"
+            yield Label(hint, classes="hint")
+
+    def action_history(self, step: int) -> None:
+        """Show the change ``step`` places earlier (-1) or later (1) in the history."""
+        position = min(max(self._position + step, 0), len(self.history))
+        if position == self._position:
+            return
+        field = self.query_one("#change-input", Input)
+        if self._position == len(self.history):
+            self._draft = field.value
+        self._position = position
+        field.value = self.history[position] if position < len(self.history) else self._draft
+        field.cursor_position = len(field.value)
 
     def parsed(self, text: str) -> Change:
         if self.mark:
@@ -79,6 +111,9 @@ class ChangePrompt(ModalScreen[Change | None]):
         except SpecError as exc:
             self.query_one("#problem", Label).update(exc.message)
             return
+        text = event.value.strip()
+        if not self.history or self.history[-1] != text:
+            self.history.append(text)
         self.dismiss(change)
 
 

@@ -12,9 +12,10 @@ from textual.timer import Timer
 from textual.widgets import Footer, TabbedContent
 
 from flowdeck.engine import SendBasis
+from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.model import RunHistory
 from flowdeck.tui.replay import Replay, apply_frame
-from flowdeck.tui.screens.live import WIDE_COLUMNS
+from flowdeck.tui.screens.live import fit_layout, narrow_css, toggle_side
 from flowdeck.tui.widgets.dashboard import Dashboard
 from flowdeck.tui.widgets.event_log import EventLog
 from flowdeck.tui.widgets.latency_chart import LatencyChart
@@ -27,19 +28,22 @@ class ReplayScreen(Screen[None]):
     """Plays one recorded second per tick (faster with ``+``); seek with the arrows."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        HELP_BINDING,
         # Priority: the focused tabs and tables would take these keys for themselves.
-        Binding("space", "play_pause", "play / pause", key_display="space", priority=True),
+        Binding("space", "play_pause", "play", key_display="space", priority=True),
+        Binding("escape", "app.pop_screen", "back"),
         Binding("left", "seek(-10)", "-10 s", priority=True),
         Binding("right", "seek(10)", "+10 s", priority=True),
         Binding("home", "seek_to(0)", "start", show=False, priority=True),
         Binding("end", "seek_to(-1)", "end", show=False, priority=True),
         Binding("plus,equals_sign", "speed(1)", "faster", key_display="+"),
         Binding("minus", "speed(-1)", "slower", key_display="-", show=False),
-        Binding("l", "toggle_basis", "latency basis"),
+        Binding("l", "toggle_basis", "latency", tooltip="latency from actual / intended send"),
+        Binding("v", "toggle_view", "view", tooltip="charts / broker and events (narrow)"),
         Binding("e", "show_tab('events')", "events", show=False),
         Binding("q", "show_tab('queues')", "queues", show=False),
-        Binding("escape", "app.pop_screen", "back"),
     ]
+    DEFAULT_CSS = narrow_css("ReplayScreen")
 
     def __init__(self, replay: Replay, *, autoplay: bool = True) -> None:
         super().__init__()
@@ -59,7 +63,12 @@ class ReplayScreen(Screen[None]):
         self._timer = self.set_interval(1.0 / SPEEDS[self.speed_index], self.advance)
 
     def on_resize(self, event: Resize) -> None:
-        self.query_one(Dashboard).set_class(event.size.width >= WIDE_COLUMNS, "-wide")
+        fit_layout(self, event.size.width, self.history)
+
+    def action_toggle_view(self) -> None:
+        """On a narrow terminal: the charts, or the broker panel and event log."""
+        if self.has_class("-narrow"):
+            toggle_side(self, self.history)
 
     @property
     def last_position(self) -> int:

@@ -22,6 +22,7 @@ from flowdeck.engine import (
     list_sessions,
     open_session,
 )
+from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.model import human_count
 from flowdeck.tui.widgets.run_header import clock
 
@@ -48,10 +49,11 @@ class SessionsScreen(Screen[None]):
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("enter", "replay", "replay"),
-        Binding("space", "mark", "mark for report"),
-        Binding("r", "report", "report on marked"),
-        Binding("f5", "reload", "reload list"),
+        HELP_BINDING,
+        Binding("enter", "replay", "replay", tooltip="replay the highlighted session"),
+        Binding("space", "mark", "mark", tooltip="mark the session for the report"),
+        Binding("r", "report", "report", tooltip="report on the marked sessions"),
+        Binding("f5", "reload", "reload", tooltip="read the sessions list again"),
         Binding("escape", "app.pop_screen", "back"),
     ]
 

@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Static
 
 from flowdeck.engine import RunSummary
+from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.model import human_count
 from flowdeck.tui.widgets.run_header import clock
 
@@ -86,6 +87,7 @@ class SummaryScreen(Screen[None]):
     """Shown when a run ends; Escape goes back to launch another."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
+        HELP_BINDING,
         Binding("escape,enter", "back", "back to launch"),
         Binding("v", "sessions", "sessions"),
     ]

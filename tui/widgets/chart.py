@@ -5,13 +5,16 @@
 competes with the loop for the GIL while it answers keys. The rows come as runs of one
 colour, so a line of the chart is a handful of segments, cheap to paint.
 
-The legend goes in the border title (each name in its series' colour), not in the plot,
-so even the short charts of an 80x24 terminal keep all their rows for the lines.
+The legend goes in the border title (each name in its series' colour, with the series'
+last value beside it), not in the plot, so even the short charts of an 80x24 terminal keep
+all their rows for the lines. Phase lines carry their labels (``if=40``, ``⚑ warm-up``) on
+the plot's top row; alarm, pause and outage periods are shaded behind the lines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
@@ -19,8 +22,32 @@ from textual.events import Resize
 from textual.strip import Strip
 from textual.widget import Widget
 
+from flowdeck.tui.model import RunHistory
 from flowdeck.tui.palette import OKABE_ITO, RGB
-from flowdeck.tui.plot import Series, plot
+from flowdeck.tui.plot import Band, Series, plot
+
+#: How each shaded period looks: the colour of its name, mixed into the background.
+SHADE_COLOURS: dict[str, str] = {"alarm": "vermillion", "paused": "yellow", "outage": "purple"}
+#: How much of a period's colour is mixed into the chart's background.
+SHADE_STRENGTH = 0.22
+
+
+def blend(colour: RGB, background: RGB, strength: float = SHADE_STRENGTH) -> RGB:
+    r, g, b = (
+        round(c * strength + k * (1 - strength)) for c, k in zip(colour, background, strict=True)
+    )
+    return (r, g, b)
+
+
+@dataclass(frozen=True, slots=True)
+class _Figure:
+    """What the chart shows until the next ``draw``: the widget repaints it on resize."""
+
+    series: tuple[Series, ...]
+    log_y: bool
+    phases: tuple[tuple[float, str], ...]  # (elapsed, label)
+    shades: tuple[tuple[float, float, str], ...]  # (start, end, kind)
+    y_top: float | None
 
 
 class Chart(Widget):
@@ -39,24 +66,36 @@ class Chart(Widget):
     def __init__(self, **kwargs: object) -> None:
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._strips: list[Strip] = []
-        self._figure: tuple[tuple[Series, ...], bool, tuple[float, ...]] | None = None
+        self._figure: _Figure | None = None
 
-    def set_legend(self, title: str, series: list[tuple[str, str]]) -> None:
-        """``series`` = (name, Okabe-Ito colour name) in drawing order."""
+    def set_legend(self, title: str, series: Sequence[tuple[str, str, str]]) -> None:
+        """``series`` = (name, Okabe-Ito colour name, last value as shown) in drawing order."""
         parts = [title]
         narrow = self.size.width and self.size.width < self.NARROW
-        for name, colour in series:
+        for name, colour, value in series:
             if narrow and " " not in name:
                 name = name[:4]
             r, g, b = OKABE_ITO[colour]
-            parts.append(f"[rgb({r},{g},{b})]━{name}[/]")
+            shown = f" [b]{value}[/b]" if value else ""
+            parts.append(f"[rgb({r},{g},{b})]━{name}{shown}[/]")
         self.border_title = " ".join(parts)
 
     def draw(
-        self, series: Sequence[Series], *, log_y: bool = False, phases: Sequence[float] = ()
+        self,
+        series: Sequence[Series],
+        *,
+        log_y: bool = False,
+        history: RunHistory | None = None,
+        y_top: float | None = None,
     ) -> None:
-        """Show these series (and phase marks at these x) from now on."""
-        self._figure = (tuple(series), log_y, tuple(phases))
+        """Show these series from now on, with the history's phase lines and shaded
+        periods, the y axis up to ``y_top`` when given (see :func:`model.axis_top`)."""
+        phases: tuple[tuple[float, str], ...] = ()
+        shades: tuple[tuple[float, float, str], ...] = ()
+        if history is not None and series:
+            phases = tuple((mark.elapsed, mark.tag) for mark in history.phases)
+            shades = tuple((s.start, s.end, s.kind) for s in history.shades)
+        self._figure = _Figure(tuple(series), log_y, phases, shades, y_top)
         self._paint()
 
     def on_resize(self, event: Resize) -> None:
@@ -66,22 +105,48 @@ class Chart(Widget):
         width, height = self.size
         if self._figure is None or not width or not height:
             return
-        series, log_y, phases = self._figure
-        rows = plot(
-            series, width, height, log_y=log_y, vlines=phases, vline_colour=OKABE_ITO["purple"]
-        )
+        figure = self._figure
         base = self.rich_style
-        styles: dict[RGB, Style] = {}
+        background: RGB = (0, 0, 0)
+        if base.bgcolor is not None:
+            background = base.bgcolor.get_truecolor()[:3]
+        bands = [
+            Band(
+                start,
+                end,
+                blend(OKABE_ITO[SHADE_COLOURS[kind]], background),
+                OKABE_ITO[SHADE_COLOURS[kind]],
+                kind,
+            )
+            for start, end, kind in figure.shades
+        ]
+        rows = plot(
+            figure.series,
+            width,
+            height,
+            log_y=figure.log_y,
+            vlines=[x for x, _ in figure.phases],
+            vline_labels=[tag for _, tag in figure.phases],
+            vline_colour=OKABE_ITO["purple"],
+            bands=bands,
+            y_top=figure.y_top,
+        )
+        styles: dict[tuple[RGB | None, RGB | None], Style] = {}
 
-        def style(colour: RGB | None) -> Style:
-            if colour is None:
+        def style(colour: RGB | None, shade: RGB | None) -> Style:
+            if colour is None and shade is None:
                 return base
-            if colour not in styles:
-                styles[colour] = base + Style(color=f"rgb({colour[0]},{colour[1]},{colour[2]})")
-            return styles[colour]
+            key = (colour, shade)
+            if key not in styles:
+                styles[key] = base + Style(
+                    color=None if colour is None else f"rgb({colour[0]},{colour[1]},{colour[2]})",
+                    bgcolor=None if shade is None else f"rgb({shade[0]},{shade[1]},{shade[2]})",
+                )
+            return styles[key]
 
         self._strips = [
-            Strip([Segment(run.text, style(run.colour)) for run in row], width) for row in rows
+            Strip([Segment(run.text, style(run.colour, run.shade)) for run in row], width)
+            for row in rows
         ]
         self.refresh()
 

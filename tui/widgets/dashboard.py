@@ -9,21 +9,24 @@ from textual.widgets import TabbedContent, TabPane
 
 from flowdeck.collectors import QueueSample
 from flowdeck.engine import PendingChange, RunEvent, Settings
-from flowdeck.tui.model import RunHistory
+from flowdeck.tui.model import RunHistory, run_state
 from flowdeck.tui.widgets.alarm_banner import AlarmBanner
 from flowdeck.tui.widgets.event_log import EventLog
+from flowdeck.tui.widgets.figure_strip import FigureStrip
 from flowdeck.tui.widgets.gauges import BrokerGauges
 from flowdeck.tui.widgets.latency_chart import LatencyChart
 from flowdeck.tui.widgets.queue_table import QueueTable
 from flowdeck.tui.widgets.run_header import RunHeader
+from flowdeck.tui.widgets.setting_table import SettingTable
 from flowdeck.tui.widgets.settings_bar import SettingsBar
 from flowdeck.tui.widgets.throughput_chart import ThroughputChart
 
 
 class Dashboard(Widget):
-    """Header, alarm banner, settings, charts on the left, broker gauges and the event
-    log / queue table on the right. Wide terminals (class ``-wide``, set by the screen)
-    give the right column more room so the queue table shows more columns and rows.
+    """Header, alarm banner, settings, the figure strip, charts on the left, broker gauges
+    and the event log / queue table / per-setting table on the right. Wide terminals (class
+    ``-wide``, set by the screen) give the right column more room so the queue table shows
+    more columns and rows.
     """
 
     DEFAULT_CSS = """
@@ -46,6 +49,9 @@ class Dashboard(Widget):
     Dashboard #tabs {
         height: 1fr;
     }
+    Dashboard #verdicts {
+        overflow-y: auto;
+    }
     """
 
     def __init__(self, run_name: str, **kwargs: object) -> None:
@@ -53,11 +59,13 @@ class Dashboard(Widget):
         self.run_name = run_name
         self.note = ""
         self._queues: tuple[QueueSample, ...] = ()
+        self._history: RunHistory | None = None
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="run-header")
         yield AlarmBanner(id="alarm")
         yield SettingsBar(id="settings")
+        yield FigureStrip(id="figures")
         with Horizontal(id="body"):
             with Vertical(id="charts"):
                 yield ThroughputChart(id="throughput")
@@ -69,6 +77,8 @@ class Dashboard(Widget):
                         yield EventLog(id="event-log")
                     with TabPane("queues", id="queues"):
                         yield QueueTable(id="queue-table")
+                    with TabPane("per setting", id="verdicts"):
+                        yield SettingTable(id="setting-table")
 
     def show(
         self,
@@ -77,18 +87,26 @@ class Dashboard(Widget):
         pending: tuple[PendingChange, ...],
     ) -> None:
         """Redraw every panel from the history (once a second)."""
+        self._history = history
         self.query_one(RunHeader).show(self.run_name, history.last_tick, self.note)
         self.show_settings(settings, pending)
         self.query_one(ThroughputChart).show(history)
         self.query_one(LatencyChart).show(history)
         self.show_broker(history)
+        # The table goes over every phase's seconds: only while it is on screen.
+        if self.query_one(TabbedContent).active == "verdicts":
+            self.query_one(SettingTable).show(history)
 
     def show_settings(self, settings: Settings | None, pending: tuple[PendingChange, ...]) -> None:
-        self.query_one(SettingsBar).show(settings, pending)
+        history = self._history
+        state = run_state(history, settings) if history and settings else None
+        self.query_one(SettingsBar).show(settings, pending, state)
 
     def show_broker(self, history: RunHistory) -> None:
+        self._history = history
         self.query_one(AlarmBanner).show(history)
         self.query_one(BrokerGauges).show(history)
+        self.query_one(FigureStrip).show(history)
         sample = history.sample
         if sample is None:
             return
@@ -100,7 +118,10 @@ class Dashboard(Widget):
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "queues":
             self.query_one(QueueTable).show(self._queues)
+        elif event.pane.id == "verdicts" and self._history is not None:
+            self.query_one(SettingTable).show(self._history)
 
     def add_event(self, history: RunHistory, event: RunEvent) -> None:
+        self._history = history
         self.query_one(EventLog).add(event)
         self.query_one(AlarmBanner).show(history)

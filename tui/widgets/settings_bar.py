@@ -14,7 +14,10 @@ from flowdeck.engine import (
     format_number,
     setting_value,
 )
-from flowdeck.tui.model import wrap_key
+from flowdeck.tui.model import RunState, wrap_key
+
+#: How the state word shows, by its severity.
+STATE_STYLES = {"ok": "bold green", "warning": "bold reverse yellow", "error": "bold reverse red"}
 
 
 def describe_value(setting: Setting, value: float) -> str:
@@ -25,7 +28,11 @@ def describe_value(setting: Setting, value: float) -> str:
 
 
 class SettingsBar(Static):
-    """``in-flight 100 → 200 (pending 1/2)  prefetch 100  ...  publishing``."""
+    """``in-flight 100 → 200 (pending 1/2)  prefetch 100  ...  publishing``.
+
+    The state word at the end is what the publishers are doing (``model.run_state``):
+    ``publishing`` only when nothing holds them, ``BLOCKED by memory alarm on <node>``,
+    ``PAUSED``, ``draining``."""
 
     DEFAULT_CSS = """
     SettingsBar {
@@ -37,7 +44,12 @@ class SettingsBar(Static):
 
     _shown_shape: tuple[tuple[int, ...], ...] = ()
 
-    def show(self, settings: Settings | None, pending: tuple[PendingChange, ...]) -> None:
+    def show(
+        self,
+        settings: Settings | None,
+        pending: tuple[PendingChange, ...],
+        state: RunState | None = None,
+    ) -> None:
         if settings is None:
             self.update("settings: waiting for the workers")
             self._shown_shape = ()
@@ -58,10 +70,12 @@ class SettingsBar(Static):
                 )
             line.append("  ")
         pause = waiting.get(Setting.PAUSE) or waiting.get(Setting.RESUME)
-        if settings.paused:
-            line.append("PAUSED", style="bold reverse yellow")
-        else:
-            line.append("publishing", style="bold green")
+        if state is None:
+            state = (
+                RunState("paused", "warning") if settings.paused else RunState("publishing", "ok")
+            )
+        word = state.word.upper() if state.word == "paused" else state.word
+        line.append(word, style=STATE_STYLES.get(state.severity, "bold"))
         if pause is not None:
             line.append(f" → {pause.change.setting.value} pending", style="reverse yellow")
         shape = wrap_key(line.plain)

@@ -1,0 +1,174 @@
+"""A scripted in-flight sweep with a clear knee, as Ticks, broker samples and events.
+
+Each phase holds steady figures (after a two-second transition), so what the cockpit's
+per-setting table computes from its ticks and what the report's verdict functions get
+from the same phase figures can be compared number for number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+
+from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.progress import Percentiles, Tick
+from flowdeck.engine.snapshot import Counters, Settings
+from flowdeck.spark_reports.verdict import PhaseLoad
+from tests.tui.fakes import T0
+
+#: Four publishers at 500 msg/s each.
+TARGET = 2000.0
+SETTINGS = Settings(inflight=5, prefetch=100, ack_every=1, rate=500.0, publishers=4, consumers=4)
+SECONDS_PER_PHASE = 12
+QUEUE_DEPTH = 120
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPhase:
+    """One phase's steady figures: msg/s, e2e ms, pending confirms."""
+
+    label: str
+    inflight: int
+    publish: float
+    consume: float
+    p50: float
+    p99: float
+    pending: int
+    paused: bool = False
+
+
+def knee_sweep() -> tuple[SweepPhase, ...]:
+    """In-flight 5 and 20 hold publishers back; 50 reaches the target; 100 and 200 only
+    add latency: the report recommends inflight=50."""
+    return (
+        SweepPhase("start", 5, 400.0, 400.0, 1.5, 4.0, 19),
+        SweepPhase("inflight=20", 20, 1500.0, 1500.0, 2.0, 6.0, 76),
+        SweepPhase("inflight=50", 50, 2000.0, 1999.0, 3.0, 9.0, 120),
+        SweepPhase("inflight=100", 100, 2000.0, 2000.0, 6.0, 21.0, 240),
+        SweepPhase("inflight=200", 200, 2000.0, 1998.0, 12.0, 48.0, 480),
+    )
+
+
+def _percentiles(p50: float, p99: float) -> Percentiles:
+    return Percentiles(count=2000, p50=p50, p75=p50 * 1.4, p95=p99 * 0.7, p99=p99, max=p99 * 2)
+
+
+def sample_at(at: float, depth: int = QUEUE_DEPTH, *, mem_alarm: bool = False) -> BrokerSample:
+    return BrokerSample(
+        source="management",
+        taken_at=at,
+        figures_at=at - 1.0,
+        statistics_interval=1.0,
+        nodes=(
+            NodeSample(
+                name="rabbit@sweep",
+                mem_used=900_000_000,
+                mem_limit=3_276_000_000,
+                mem_alarm=mem_alarm,
+                disk_free=41_000_000_000,
+                disk_free_limit=50_000_000,
+            ),
+        ),
+        queues=(
+            QueueSample(
+                name="sweep-1", vhost="/", type="quorum", ready=depth, unacked=4, consumers=4
+            ),
+        ),
+        connections=8,
+        connections_blocked=4 if mem_alarm else 0,
+        broker_version="3.13.7",
+    )
+
+
+Update = Tick | BrokerSample | RunEvent
+
+
+def sweep_updates(
+    phases: tuple[SweepPhase, ...] = (), *, stall_at: float | None = None
+) -> Iterator[Update]:
+    """The run second by second: a PHASE event at each boundary, a tick a second (the first
+    two seconds of a phase at half its steady rate: the transition the table leaves out),
+    a broker sample every two seconds. ``stall_at``: publishers are blocked by a memory
+    alarm for 2 s from that second and then catch up at three times the target for 1 s."""
+    phases = phases or knee_sweep()
+    elapsed = 0.0
+    totals = Counters()
+    for index, phase in enumerate(phases):
+        settings = replace(SETTINGS, inflight=phase.inflight, paused=phase.paused)
+        if index:
+            yield RunEvent(
+                T0 + elapsed,
+                EventKind.PHASE,
+                f"phase {index}: {phase.label}",
+                detail={"index": index, "label": phase.label},
+            )
+        for second in range(SECONDS_PER_PHASE):
+            elapsed += 1
+            share = 0.5 if second < 2 else 1.0
+            publish, consume = phase.publish * share, phase.consume * share
+            blocked = 0
+            if stall_at is not None and stall_at <= elapsed < stall_at + 2:
+                publish = consume = 0.0
+                blocked = 4
+            elif stall_at is not None and elapsed == stall_at + 2:
+                publish = consume = TARGET * 3
+            totals = Counters(
+                published=totals.published + int(publish),
+                confirmed=totals.confirmed + int(publish),
+                consumed=totals.consumed + int(consume),
+            )
+            latency = {
+                (LatencyKind.END_TO_END, SendBasis.ACTUAL): _percentiles(phase.p50, phase.p99),
+                (LatencyKind.END_TO_END, SendBasis.INTENDED): _percentiles(
+                    phase.p50 * 2, phase.p99 * 2
+                ),
+            }
+            yield Tick(
+                at=T0 + elapsed,
+                elapsed=elapsed,
+                duration=600.0,
+                target_rate=0.0 if phase.paused else TARGET,
+                publish_rate=publish,
+                confirm_rate=publish,
+                consume_rate=consume,
+                nack_rate=0.0,
+                return_rate=0.0,
+                totals=totals,
+                pending_confirms=phase.pending,
+                unacked=40,
+                connections=8,
+                blocked=blocked,
+                settings=settings,
+                latency=latency,
+                phase=phase.label,
+                phase_index=index,
+                workers=1,
+            )
+            if second % 2 == 1:
+                yield sample_at(T0 + elapsed, mem_alarm=blocked > 0)
+
+
+def report_load(phase: SweepPhase) -> PhaseLoad:
+    """The PhaseLoad the report builds for a phase whose seconds all held these figures
+    (``spark_reports.figures._load`` over the phase's means)."""
+    return PhaseLoad(
+        publish_rate=phase.publish,
+        consume_rate=phase.consume,
+        confirm_rate=phase.publish,
+        target_rate=None if phase.paused else TARGET,
+        pending_confirms_mean=float(phase.pending),
+        inflight=phase.inflight,
+        publishers=SETTINGS.publishers,
+        blocked_s=0.0,
+        alarm_s=0.0,
+        depth_start=float(QUEUE_DEPTH),
+        depth_end=float(QUEUE_DEPTH),
+        depth_slope=0.0,
+    )
+
+
+def mark_change(label: str) -> Change:
+    return Change(Setting.MARK, label=label)

@@ -1,0 +1,171 @@
+"""The per-setting table: phases judged live by the report's own verdict rules.
+
+The same phases go to the cockpit (as the ticks and broker samples its screen receives)
+and to ``spark_reports.verdict`` (as the per-phase figures the report computes): the
+verdicts, their reasons and the recommendation line must be the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import pytest
+
+from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.progress import Tick
+from flowdeck.spark_reports.verdict import Verdict, judge, ranked_throughput, recommend
+from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.model import RunHistory, setting_verdicts
+from flowdeck.tui.screens.live import LiveScreen
+from flowdeck.tui.widgets.setting_table import BEST_MARK, SettingTable
+from tests.tui.fakes import T0, FakeControl
+from tests.tui.sweep_fakes import (
+    TARGET,
+    Update,
+    knee_sweep,
+    report_load,
+    sweep_updates,
+)
+from tests.tui.test_live_pilot import rich_text
+
+
+def fed(updates: Iterable[Update]) -> RunHistory:
+    history = RunHistory()
+    for update in updates:
+        if isinstance(update, Tick):
+            history.add_tick(update)
+        elif isinstance(update, RunEvent):
+            history.add_event(update)
+        else:
+            history.add_broker(update)
+    return history
+
+
+def test_verdicts_and_recommendation_are_the_reports() -> None:
+    phases = knee_sweep()
+    table = setting_verdicts(fed(sweep_updates(phases)))
+
+    report = [judge(report_load(phase)) for phase in phases]
+    assert [(row.verdict, row.reason) for row in table.rows] == report
+    assert [v for v, _ in report] == [
+        Verdict.BACK_PRESSURED,
+        Verdict.BACK_PRESSURED,
+        Verdict.SUSTAINABLE,
+        Verdict.SUSTAINABLE,
+        Verdict.SUSTAINABLE,
+    ]
+    points = [
+        ranked_throughput(p.inflight, p.consume, TARGET, p.p99, verdict, p.label)
+        for p, (verdict, _) in zip(phases, report, strict=True)
+    ]
+    expected = recommend("inflight", points).reasoning[-1]
+    assert table.lines == (expected,)
+    assert expected.startswith("recommended inflight=50:")
+    assert table.rows[table.best or 0].settings.inflight == 50
+
+
+def test_sustained_figures_leave_out_the_transition_and_a_catch_up_burst() -> None:
+    """A two-second alarm stall and a burst at three times the target inside
+    the in-flight 100 phase: its sustained msg/s stays the steady 2000, the alarm makes it
+    overloaded, and the recommendation does not move."""
+    phases = knee_sweep()
+    stall = 3 * 12 + 4.0  # the fifth second of the fourth phase
+    table = setting_verdicts(fed(sweep_updates(phases, stall_at=stall)))
+    stalled = table.rows[3]
+    assert stalled.settings.inflight == 100
+    assert stalled.consume == pytest.approx(2000.0)
+    assert stalled.steady == 12 - 3
+    assert stalled.verdict is Verdict.OVERLOADED
+    assert stalled.reason.startswith("memory or disk alarm for ")
+    assert table.lines[0].startswith("recommended inflight=50:")
+
+
+def test_the_drain_is_a_row_of_its_own_and_not_part_of_the_sweep() -> None:
+    def with_drain() -> Iterator[Update]:
+        ticks = list(sweep_updates(knee_sweep()[:3]))
+        yield from ticks
+        last = [u for u in ticks if isinstance(u, Tick)][-1]
+        yield RunEvent(last.at, EventKind.DRAIN, "publishing stopped (duration reached)")
+        for second in range(1, 4):
+            yield Tick(
+                **{
+                    **{f: getattr(last, f) for f in last.__dataclass_fields__},
+                    "at": last.at + second,
+                    "elapsed": last.elapsed + second,
+                    "publish_rate": 0.0,
+                    "confirm_rate": 0.0,
+                    "target_rate": 0.0,
+                }
+            )
+
+    table = setting_verdicts(fed(with_drain()))
+    assert [row.verdict for row in table.rows][-1] is Verdict.DRAIN
+    assert table.rows[-1].label == "drain"
+    assert table.lines[0].startswith("recommended inflight=50:")
+
+
+def test_no_sweep_yet_says_how_to_get_one() -> None:
+    table = setting_verdicts(fed(sweep_updates(knee_sweep()[:1])))
+    assert table.lines == ()
+    text = rich_text(SettingTable.render_verdicts(table, narrow=False))
+    assert "no sweep yet" in text
+
+
+async def test_table_tab_highlights_the_recommended_row() -> None:
+    fake = FakeControl()
+    app = FlowdeckApp(control=fake)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, LiveScreen)
+        screen.history.clock = T0 + 60
+        for update in sweep_updates():
+            fake.emit(update)
+        await pilot.pause()
+        await pilot.press("t")
+        await pilot.pause()
+        table = screen.query_one(SettingTable)
+        assert table.shown is not None
+        text = rich_text(table.shown, width=table.size.width)
+        best = [line for line in text.splitlines() if BEST_MARK in line]
+        assert len(best) == 1 and "if=50" in best[0] and "sustainable" in best[0]
+        assert "recommended inflight=50:" in text
+
+
+# -- snapshots: the table with its best row highlighted, at 80x24 and 160x48 -------------
+
+
+def sweep_app() -> tuple[FlowdeckApp, FakeControl]:
+    fake = FakeControl()
+    return FlowdeckApp(control=fake), fake
+
+
+async def show_sweep(pilot: object, fake: FakeControl, *keys: str) -> None:
+    app = pilot.app  # type: ignore[attr-defined]
+    await pilot.pause()  # type: ignore[attr-defined]
+    app.screen.history.clock = T0 + 60
+    for update in sweep_updates():
+        fake.emit(update)
+    await pilot.pause()  # type: ignore[attr-defined]
+    for key in keys:
+        await pilot.press(key)  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+    await pilot.pause()  # type: ignore[attr-defined]
+
+
+def test_setting_table_160x48(snap_compare: object) -> None:
+    app, fake = sweep_app()
+
+    async def run_before(pilot: object) -> None:
+        await show_sweep(pilot, fake, "t")
+
+    assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)  # type: ignore[operator]
+
+
+def test_setting_table_80x24(snap_compare: object) -> None:
+    app, fake = sweep_app()
+
+    async def run_before(pilot: object) -> None:
+        await show_sweep(pilot, fake, "t")
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)  # type: ignore[operator]

@@ -1,0 +1,71 @@
+"""`flowdeck demo`: the cockpit in demo mode, a guided tour of the seed's benchmark #2.
+
+Textual is imported only in the handler, as for the cockpit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+from typing import Any
+
+from flowdeck.engine import URI_ENV
+
+
+def register(subparsers: Any) -> None:
+    from flowdeck.tui.tour import DEFAULT_TOUR_SCALE, DEFAULT_TOUR_SECONDS
+
+    parser = subparsers.add_parser(
+        "demo",
+        help="a guided tour for an audience: the seed's benchmark #2 live, big figures",
+        description=(
+            "Open the cockpit in demo mode: a guided tour that plays the seed's benchmark #2 "
+            "story on a live run, one step per key (space next, p back), with big figures "
+            "and captions. The broker is --uri, else FLOWDECK_URI, else a private RabbitMQ "
+            "node started for the tour."
+        ),
+    )
+    parser.add_argument(
+        "--scale",
+        type=float,
+        default=DEFAULT_TOUR_SCALE,
+        help=f"scale of benchmark #2's clients and queues (default {DEFAULT_TOUR_SCALE:g}: "
+        "4 publishers x 2000 msg/s, about twice what a laptop's broker takes)",
+    )
+    parser.add_argument(
+        "--uri", help=f"AMQP URI of the broker (default: ${URI_ENV}, else a private node)"
+    )
+    parser.add_argument("--management-url", help="management API URL (default: from uri)")
+    parser.add_argument("--prometheus-url", help="Prometheus server URL (default: none)")
+    parser.add_argument(
+        "--duration",
+        type=float,
+        default=DEFAULT_TOUR_SECONDS,
+        help=f"seconds before the run ends by itself (default {DEFAULT_TOUR_SECONDS:g})",
+    )
+    parser.add_argument("--sessions-dir", type=Path, help="where the tour's session is recorded")
+    parser.add_argument(
+        "--theme", help="Textual theme (default flowdeck-colorblind, a colour-blind-safe one)"
+    )
+    parser.set_defaults(handler=open_demo)
+
+
+def open_demo(args: argparse.Namespace) -> int:
+    from flowdeck.tui.tour import bench2_tour
+
+    tour = bench2_tour(
+        args.scale,
+        args.duration,
+        uri=args.uri or os.environ.get(URI_ENV, ""),
+        management_url=args.management_url or "",
+        prometheus_url=args.prometheus_url or "",
+    )
+    from flowdeck.tui.screens.demo import DemoApp
+
+    app = DemoApp(tour, sessions_root=args.sessions_dir, theme=args.theme)
+    try:
+        app.run()
+    finally:
+        app.provisioner.close()  # already done on a normal quit; not after a crash
+    return 0

@@ -1,0 +1,162 @@
+"""How ``flowdeck run`` ends: thresholds, the per-phase table, the JSON summary, JUnit.
+
+``--threshold`` (repeatable) adds pass/fail criteria to the spec's ``thresholds``; they are
+read before anything starts (a bad one: one line, exit 2) and checked over the summary and
+the per-phase table when the run ends. Exit codes: 0 all passed, 99 one failed (k6's
+convention), 1 the run itself failed. ``--junit FILE`` writes one JUnit test case per
+threshold for CI systems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from flowdeck.engine import (
+    THRESHOLDS_FAILED_EXIT,
+    PhaseFigures,
+    RunSpec,
+    RunSummary,
+    SpecError,
+    ThresholdResult,
+    evaluate_thresholds,
+    parse_thresholds,
+    spec_from_mapping,
+    summary_document,
+    write_junit,
+)
+
+
+def add_threshold_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "thresholds (CI)",
+        "Exit 99 when a threshold fails, 0 when all pass, 1 when the run itself failed.",
+    )
+    group.add_argument(
+        "--threshold",
+        metavar="EXPR",
+        action="append",
+        default=[],
+        help="a pass/fail criterion, e.g. 'e2e_p99 < 50ms', 'lost == 0', "
+        "'consume_rate >= 0.98 * target', 'phase:inflight=200 e2e_p99 < 100ms' "
+        "(repeatable; added to the spec's thresholds; metrics: docs/engine.md, Thresholds)",
+    )
+    group.add_argument(
+        "--junit", metavar="FILE", help="write the thresholds' results as JUnit XML to FILE"
+    )
+
+
+def with_thresholds(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
+    """The spec with the ``--threshold`` flags added to its own; SpecError (exit 2) for a
+    threshold that does not read or a ``--junit`` file that cannot be written, before the
+    run starts."""
+    added = list(getattr(args, "threshold", None) or [])
+    if added:
+        spec = spec_from_mapping({"thresholds": [*spec.thresholds, *added]}, spec)
+    junit = getattr(args, "junit", None)
+    if junit:
+        folder = Path(junit).expanduser().parent
+        while not folder.exists() and folder != folder.parent:
+            folder = folder.parent  # write_junit makes the missing folders
+        if Path(junit).is_dir() or not os.access(folder, os.W_OK):
+            raise SpecError("junit", f"cannot write the JUnit file {junit}; choose another --junit")
+    return spec
+
+
+def conclude(
+    args: argparse.Namespace,
+    spec: RunSpec,
+    summary: RunSummary,
+    phases: Sequence[PhaseFigures],
+    out: TextIO,
+) -> int:
+    """Check the thresholds, print the summary (text on ``out`` or JSON on stdout), write
+    the JUnit file; the exit code."""
+    from flowdeck.tui.cli.run import print_summary  # run.py imports this module
+
+    results = evaluate_thresholds(
+        parse_thresholds(spec.thresholds), summary, phases, target_rate=spec.target_rate
+    )
+    try:
+        if args.json:
+            document = summary_document(summary, spec.redacted(), phases, results)
+            print(json.dumps(document, indent=2))
+        else:
+            print_summary(summary, out)
+            print_phases(phases, out)
+            print_thresholds(results, out)
+    except OSError:
+        pass  # the terminal was closed (SIGHUP): the session holds the summary
+    if args.junit:
+        write_junit(
+            Path(args.junit).expanduser(), results, run_name=spec.name, duration=summary.duration
+        )
+    if summary.outcome == "failed":
+        return 1
+    return THRESHOLDS_FAILED_EXIT if any(not r.passed for r in results) else 0
+
+
+def rate_basis(summary: RunSummary) -> str:
+    """The line under the message table saying what its mean rates divide by."""
+    active = summary.active
+    return (
+        "mean rate = count / the clients' own active time: "
+        f"published over {active.publish_seconds:.2f} s (first to last send), "
+        f"confirmed over {active.confirm_seconds:.2f} s (first send to last confirm), "
+        f"consumed over {active.consume_seconds:.2f} s (first to last delivery)"
+    )
+
+
+def print_phases(phases: Sequence[PhaseFigures], out: TextIO) -> None:
+    """The per-phase table: the report's figures (mean of per-second rates, latency)."""
+    if not phases:
+        return
+    header = (
+        f"{'phase':<24}{'seconds':>8}{'target':>10}{'publish':>10}{'confirm':>10}"
+        f"{'consume':>10}{'e2e p50':>9}{'p99':>9}"
+    )
+    lines = ["per phase (msg/s = mean of the phase's per-second rates; latency in ms)", header]
+    for phase in phases:
+        e2e = phase.to_json()["latency_ms"].get("e2e_actual", {})
+        target = "-" if phase.target_rate is None else f"{phase.target_rate:,.0f}"
+        label = f"{phase.index} {phase.label}"[:23]
+        lines.append(
+            f"{label:<24}{phase.seconds:>8}{target:>10}{phase.publish_rate_mean:>10,.1f}"
+            f"{phase.confirm_rate_mean:>10,.1f}{phase.consume_rate_mean:>10,.1f}"
+            f"{_ms(e2e.get('p50')):>9}{_ms(e2e.get('p99')):>9}"
+        )
+    out.write("\n".join(lines) + "\n")
+    out.flush()
+
+
+def _ms(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.2f}" if value < 100 else f"{value:,.0f}"
+
+
+def print_thresholds(results: Sequence[ThresholdResult], out: TextIO) -> None:
+    """Every threshold's result, failures marked, then the count."""
+    if not results:
+        return
+    failed = sum(1 for r in results if not r.passed)
+    lines = [f"thresholds: {len(results) - failed} passed, {failed} failed"]
+    for result in results:
+        mark = "pass" if result.passed else "FAIL"
+        lines.append(f"  {mark}  {result.title}: {result.reason}")
+    out.write("\n".join(lines) + "\n")
+    out.flush()
+
+
+__all__ = [
+    "add_threshold_arguments",
+    "conclude",
+    "print_phases",
+    "print_thresholds",
+    "rate_basis",
+    "with_thresholds",
+]
