@@ -39,6 +39,7 @@ from pathlib import Path
 
 from benchlib import CpuMeter, load_average, percentile, private_node, worker_pids
 
+from flowdeck.collectors import Broker
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.presets import preset
 from flowdeck.engine.spec import RunSpec
@@ -129,8 +130,7 @@ async def loaded(
     with tempfile.TemporaryDirectory(prefix="flowdeck-lag-") as sessions:
         controller = Controller(
             spec,
-            uri=uri,
-            management_url=node.management_url,  # type: ignore[attr-defined]
+            broker=Broker.parse(uri, management_url=node.management_url),  # type: ignore[attr-defined]
             sessions_root=Path(sessions),
             workers=workers,
             cleanup=True,

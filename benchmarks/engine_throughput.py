@@ -114,7 +114,7 @@ async def lean(seconds: float, rate: float = 0.0, read_hold: float | None = None
     try:
         task = asyncio.create_task(
             worker_module.run_worker(
-                WorkerAssignment(0, 1, spec, time.time() + 0.2, URI), commands, emit
+                WorkerAssignment(0, 1, spec, time.time() + 0.2, (URI,)), commands, emit
             )
         )
         await asyncio.sleep(seconds + 0.5)

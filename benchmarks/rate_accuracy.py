@@ -108,7 +108,7 @@ async def run_case(uri: str, case: Case, windows: int, broker_pid: int | None) -
     began = time.time()
     # Publishing starts at start_at; leave time to connect every client first.
     start_at = began + (3.0 if clients <= 10 else 20.0)
-    worker = _Worker(WorkerAssignment(0, 1, spec, start_at, uri), lambda _m: None)
+    worker = _Worker(WorkerAssignment(0, 1, spec, start_at, (uri,)), lambda _m: None)
     messages: list[WorkerMessage] = []
     worker.emit = messages.append
     commands: asyncio.Queue[WorkerCommand] = asyncio.Queue()

@@ -25,6 +25,7 @@ import time
 import uuid
 from pathlib import Path
 
+from flowdeck.collectors import Broker
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LATENCY_KEYS, encode, new_histogram, record
@@ -162,7 +163,7 @@ async def engine_us_per_message(uri: str, rate: int, seconds: float) -> float:
         durable=False,
         persistent=False,
     )
-    controller = Controller(spec, uri=uri, workers=0, cleanup=True)
+    controller = Controller(spec, broker=Broker.parse(uri), workers=0, cleanup=True)
     ticks: list[tuple[float, int, int]] = []
 
     def on_update(update: object) -> None:

@@ -46,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from textual import events
 
+from flowdeck.collectors import Broker
 from flowdeck.engine.presets import preset
 from flowdeck.tui.app import FlowdeckApp
 from flowdeck.tui.screens.live import LiveScreen
@@ -152,7 +153,9 @@ async def live_pass(uri: str, scale: float, seconds: float) -> dict[str, object]
         workers=1,
     )
     with TemporaryDirectory() as sessions:
-        control = Controller(spec, uri=uri, sessions_root=Path(sessions), cleanup=True)
+        control = Controller(
+            spec, broker=Broker.parse(uri), sessions_root=Path(sessions), cleanup=True
+        )
         result = await measure(FlowdeckApp(control=control), seconds)
     result["run"] = (
         f"bench5 x{scale:g}: {spec.publishers} publishers x {spec.rate:g} msg/s, "

@@ -39,6 +39,7 @@ from benchlib import (
     worker_pids,
 )
 
+from flowdeck.collectors import Broker
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.progress import RunSummary, Tick
 from flowdeck.engine.spec import RunSpec
@@ -97,7 +98,10 @@ async def one_run(
 ) -> Figure:
     spec = spec_for(setup, node_uri, seconds)
     controller = Controller(
-        spec, uri=node_uri, management_url=management, workers=workers, cleanup=True
+        spec,
+        broker=Broker.parse(node_uri, management_url=management),
+        workers=workers,
+        cleanup=True,
     )
     marks: list[tuple[Tick, float, dict[int, float], float, float]] = []
 

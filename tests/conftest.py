@@ -23,10 +23,15 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     """Which tests must share a test process when the suite runs in several (scripts/test
     runs two with ``--dist loadgroup``): the tests on the one Spark session share it, and
     the tests of a module (or package) share what its module-scoped fixtures start, such as
-    a private node, instead of starting one per process. A test that starts a Spark
+    a private node, instead of starting one per process; the cluster modules share one
+    process so their clusters never boot at once. A test that starts a Spark
     cluster of its own belongs to no group and may run beside the Spark tests."""
     if "spark" in getattr(item, "fixturenames", ()):
         return "spark"
+    if item.path.name.startswith("test_cluster_"):
+        # One private cluster at a time: two booting at once (six Erlang VMs on two cores)
+        # crashed a node while it joined.
+        return "clusters"
     info = getattr(item, "_fixtureinfo", None)
     definitions = info.name2fixturedefs.values() if info is not None else ()
     scopes = {d.scope for defs in definitions for d in defs}
@@ -37,14 +42,25 @@ def xdist_group_of(item: pytest.Item) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Group the tests that share expensive fixtures (see ``xdist_group_of``).
+    """Group the tests that share expensive fixtures (see ``xdist_group_of``). First of
+    the hooks: pytest-xdist reads the group marks in its own, and a root conftest's hook
+    otherwise runs after it, so no test was grouped and each test process started its own
+    Spark session and split a module's tests from the run its fixture started.
 
     Broker tests need the shared broker prepared: without its management API the
     socket-limit check cannot refuse a run, and a test of that refusal would open thousands
     of connections to the shared broker. Stop before anything runs instead."""
+    groups = {item.nodeid: xdist_group_of(item) for item in items}
+    # A module with Spark tests keeps its other tests on the Spark process too: their
+    # module-scoped fixtures (synthetic sessions, say) would otherwise be built twice, once
+    # in each process, and a test of the module that needs no Spark waits for its share.
+    with_spark = {str(item.path) for item in items if groups[item.nodeid] == "spark"}
     for item in items:
-        group = xdist_group_of(item)
+        group = groups[item.nodeid]
+        if group == str(item.path) and group in with_spark:
+            group = "spark"
         if group is not None:
             item.add_marker(pytest.mark.xdist_group(group))
     if not any(item.get_closest_marker("broker") for item in items):
