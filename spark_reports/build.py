@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,6 +27,10 @@ from flowdeck.spark_reports.render import Chart, Section, render, session_intro
 from flowdeck.spark_reports.sessions import open_sessions
 from flowdeck.spark_reports.stats import Row
 from flowdeck.spark_reports.tables import Table
+
+#: The stages ``build_report``'s ``progress`` hears of (Spark's start, before it, is the
+#: caller's: the job says it as stage 0).
+STAGES = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +79,12 @@ def build_report(
     *,
     title: str = "",
     max_p99_ms: float | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> Report:
-    """Read the sessions, compute every figure with Spark and write the report."""
+    """Read the sessions, compute every figure with Spark and write the report.
+
+    ``progress`` hears one line as each stage begins (what a front-end shows while the job
+    runs); it changes nothing of the report."""
     began = time.monotonic()
     stages: list[tuple[str, float]] = []
     clock = [began]
@@ -86,12 +94,20 @@ def build_report(
         stages.append((name, now - clock[0]))
         clock[0] = now
 
+    def starting(number: int, what: str) -> None:
+        if progress is not None:
+            progress(f"[{number}/{STAGES}] {what}")
+
+    starting(1, f"reading {len(sessions)} session(s)")
     opened, skipped = open_sessions(spark, sessions)
     stage("open sessions")
+    starting(2, "per-phase figures with Spark")
     measured: Measurements = measure(spark, opened)
     stage("Spark")
+    starting(3, "verdicts and sweeps")
     all_figures = build_figures(opened, measured, max_p99_ms)
     stage("figures")
+    starting(4, "tables and charts")
 
     seconds = _group(measured.seconds)
     second_latency = _group(measured.second_latency)
@@ -135,6 +151,7 @@ def build_report(
         tables += session_tables
 
     stage("tables and charts")
+    starting(5, f"writing {len(tables)} tables and report.html to {out_dir}")
     out_dir.mkdir(parents=True, exist_ok=True)
     for table in tables:
         (out_dir / f"{table.name}.csv").write_text(table.to_csv(), encoding="utf-8")

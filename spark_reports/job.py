@@ -88,6 +88,12 @@ def spark_session(master: str | None, app_name: str = "flowdeck report"):  # typ
     return spark
 
 
+def progress(line: str) -> None:
+    """One line per stage on stdout as it begins (``report [2/5] per-phase figures with
+    Spark``), flushed at once: the cockpit shows the last one while the job runs."""
+    print(f"report {line}", flush=True)
+
+
 def run(args: argparse.Namespace) -> int:
     from flowdeck.spark_reports.inputs import InputError, check_inputs
 
@@ -102,15 +108,21 @@ def run(args: argparse.Namespace) -> int:
     from pyspark.sql import SparkSession
 
     from flowdeck.engine.recording.format import SessionFormatError
-    from flowdeck.spark_reports.build import build_report
+    from flowdeck.spark_reports.build import STAGES, build_report
 
     # Inside a process that already runs Spark (tests, notebooks), use its session and
     # leave it running.
     already_running = SparkSession.getActiveSession() is not None
+    progress(f"[0/{STAGES}] starting Spark" + (f" at {args.master}" if args.master else ""))
     spark = spark_session(args.master)
     try:
         report = build_report(
-            spark, sessions, args.out, title=args.title, max_p99_ms=args.max_p99_ms
+            spark,
+            sessions,
+            args.out,
+            title=args.title,
+            max_p99_ms=args.max_p99_ms,
+            progress=progress,
         )
     except SessionFormatError as exc:
         print(f"flowdeck report: {exc}", file=sys.stderr)
