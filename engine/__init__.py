@@ -43,7 +43,7 @@ if TYPE_CHECKING:
         runs_dir,
         server_tls_context,
     )
-    from flowdeck.engine.controller import Controller
+    from flowdeck.engine.controller import Controller, resolve_workers
     from flowdeck.engine.credentials import (
         URI_ENV,
         broker_of,
@@ -55,6 +55,7 @@ if TYPE_CHECKING:
     from flowdeck.engine.metrics_endpoint import MetricsEndpoint
     from flowdeck.engine.perftest import spec_from_perftest
     from flowdeck.engine.phase_figures import PhaseFigures, PhaseTable
+    from flowdeck.engine.process import WorkerPool
     from flowdeck.engine.progress import summary_document
     from flowdeck.engine.recording import format as session_format
     from flowdeck.engine.recording.reader import (
@@ -152,6 +153,8 @@ _LAZY: dict[str, str] = {
     "spec_from_perftest": "flowdeck.engine.perftest",
     "tls_options": "flowdeck.engine.tls",
     "with_tls_options": "flowdeck.engine.tls",
+    "WorkerPool": "flowdeck.engine.process",
+    "resolve_workers": "flowdeck.engine.controller",
 }
 
 
@@ -224,6 +227,7 @@ __all__ = [
     "Tick",
     "TlsOptions",
     "Update",
+    "WorkerPool",
     "WorkerReport",
     "broker_of",
     "broker_uri",
@@ -250,6 +254,7 @@ __all__ = [
     "parse_thresholds",
     "preset",
     "resolve_uri",
+    "resolve_workers",
     "running_runs",
     "runs_dir",
     "server_tls_context",

@@ -25,6 +25,13 @@ Two mechanisms, because neither covers every case alone:
   thread that spawned it ends, even if the child's own threads are stuck. That thread is
   the controller's event-loop thread (``ProcessWorker`` is made on the running loop), which
   lives as long as the run, so the signal only fires once the controller is gone.
+
+Booting takes 0.5-1 s on a quiet 2-core machine and more beside a busy broker: a third of
+the cockpit's launch -> first data. A :class:`WorkerPool` boots processes before a run
+asks for them (the cockpit starts one when its launch screen opens): a ``ProcessWorker``
+takes a booted child from the installed pool when there is one, and the child learns its
+worker number with its assignment. A pooled child was spawned by the pool owner's thread
+(the app's loop thread, alive as long as the app), so both mechanisms above still hold.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import importlib
 import logging
 import multiprocessing
 import multiprocessing.connection
+import multiprocessing.process
 import os
 import signal
 import sys
@@ -200,17 +208,25 @@ def _die_with_controller(controller_pid: int) -> None:
         os._exit(CONTROLLER_GONE_EXIT)
 
 
+#: The worker number a pooled child uses until its assignment says which worker it is.
+UNASSIGNED = -1
+
+
+def _log_as(worker: int) -> None:
+    logging.basicConfig(level=logging.WARNING, format=f"worker {worker}: %(message)s", force=True)
+
+
 def _child_main(
     conn: multiprocessing.connection.Connection,
     worker: int,
     runtime_path: str,
     controller_pid: int | None = None,
 ) -> None:
-    """Entry point of a worker process."""
+    """Entry point of a worker process (``worker`` is UNASSIGNED for a pooled one)."""
     if controller_pid is not None:
         _die_with_controller(controller_pid)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    logging.basicConfig(level=logging.WARNING, format=f"worker {worker}: %(message)s")
+    _log_as(worker)
     install_uvloop()
     try:
         runtime = load_runtime(runtime_path)
@@ -231,6 +247,9 @@ def _child_main(
         conn.send(WorkerFailed(worker, f"cannot read the run's assignment: {_describe(exc)}"))
         conn.send(_Finished())
         return
+    if worker != assignment.worker:
+        worker = assignment.worker
+        _log_as(worker)
     send_lock = threading.Lock()
 
     def send(message: Any) -> None:
@@ -268,26 +287,142 @@ def _child_main(
         send(_Finished())
 
 
+@dataclass(frozen=True, slots=True)
+class _Child:
+    """A worker process and the controller's end of its pipe."""
+
+    process: multiprocessing.process.BaseProcess
+    conn: multiprocessing.connection.Connection
+    runtime_path: str
+
+
+def _spawn(worker: int, runtime_path: str) -> _Child:
+    context = multiprocessing.get_context("spawn")
+    conn, child_conn = context.Pipe(duplex=True)
+    process = context.Process(
+        target=_child_main,
+        args=(child_conn, worker, runtime_path, os.getpid()),
+        name="flowdeck-worker" if worker == UNASSIGNED else f"flowdeck-worker-{worker}",
+        daemon=True,
+    )
+    process.start()
+    child_conn.close()
+    return _Child(process, conn, runtime_path)
+
+
+class WorkerPool:
+    """Worker processes booted ahead of the runs that will take them.
+
+    ``fill(size)`` spawns children (they boot and import the runtime meanwhile, then wait
+    for an assignment); ``install()`` makes every ``ProcessWorker`` made after it take a
+    child from here while there is one alive for its runtime, and spawn one otherwise.
+    ``close()`` ends the children no run took (a child also leaves by itself when this
+    process is gone: its pipe closes). Call ``fill`` on a thread that lives as long as the
+    pool's users (the loop thread of the app): see the module's note on PDEATHSIG.
+    """
+
+    def __init__(self, runtime_path: str = DEFAULT_RUNTIME) -> None:
+        self.runtime_path = runtime_path
+        self._idle: list[_Child] = []
+        self._lock = threading.Lock()
+        #: How many children runs took from the pool, and how many had to be spawned.
+        self.taken = 0
+        self.missed = 0
+
+    @property
+    def idle(self) -> int:
+        """Children booted or booting that no run took yet."""
+        with self._lock:
+            for child in self._idle:
+                if not child.process.is_alive():
+                    _end(child)
+            self._idle = [child for child in self._idle if child.process.is_alive()]
+            return len(self._idle)
+
+    @property
+    def booted(self) -> int:
+        """Idle children that have booted (said they are ready) and wait for a run."""
+        with self._lock:
+            return sum(1 for child in self._idle if _said_ready(child))
+
+    def fill(self, size: int) -> int:
+        """Spawn children until ``size`` wait here; how many were spawned."""
+        spawned = 0
+        while self.idle < size:
+            child = _spawn(UNASSIGNED, self.runtime_path)
+            with self._lock:
+                self._idle.append(child)
+            spawned += 1
+        return spawned
+
+    def take(self, runtime_path: str) -> _Child | None:
+        """A live child for ``runtime_path``, oldest first; None when there is none."""
+        with self._lock:
+            while self._idle:
+                child = self._idle.pop(0)
+                if child.runtime_path == runtime_path and child.process.is_alive():
+                    self.taken += 1
+                    return child
+                _end(child)
+            self.missed += 1
+            return None
+
+    def install(self) -> WorkerPool:
+        """Make this the pool ``ProcessWorker`` takes children from."""
+        global _installed_pool
+        _installed_pool = self
+        return self
+
+    def close(self) -> None:
+        """End the idle children and stop being the installed pool."""
+        global _installed_pool
+        if _installed_pool is self:
+            _installed_pool = None
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for child in idle:
+            _end(child)
+
+
+def _said_ready(child: _Child) -> bool:
+    # The child's first message is _Ready (or a failure): anything waiting in the pipe.
+    try:
+        return child.process.is_alive() and child.conn.poll()
+    except OSError:
+        return False
+
+
+def _end(child: _Child) -> None:
+    # Closing the pipe is enough (the child leaves on EOF); the kill is for one still
+    # booting, which does not read the pipe yet.
+    with contextlib.suppress(OSError):
+        child.conn.close()
+    if child.process.is_alive():
+        child.process.kill()
+
+
+_installed_pool: WorkerPool | None = None
+
+
 class ProcessWorker:
     """A worker in a process of its own, bridged to the controller's loop by a pipe.
 
-    Create it with :meth:`spawn`, wait for :meth:`ready`, then :meth:`begin` the run.
+    Make it on the controller's loop, wait for :meth:`ready`, then :meth:`begin` the run.
+    The process comes from the installed :class:`WorkerPool` when it has one booted.
     """
 
     def __init__(self, worker: int, runtime_path: str, on_message: OnMessage) -> None:
         self.worker = worker
         self._on_message = on_message
         self._loop = asyncio.get_running_loop()
-        context = multiprocessing.get_context("spawn")
-        self._conn, child_conn = context.Pipe(duplex=True)
-        self._process = context.Process(
-            target=_child_main,
-            args=(child_conn, worker, runtime_path, os.getpid()),
-            name=f"flowdeck-worker-{worker}",
-            daemon=True,
-        )
-        self._process.start()
-        child_conn.close()
+        pool = _installed_pool
+        child = pool.take(runtime_path) if pool is not None else None
+        #: Whether the process was booted ahead, by a pool.
+        self.pooled = child is not None
+        if child is None:
+            child = _spawn(worker, runtime_path)
+        self._conn = child.conn
+        self._process = child.process
         self._ready: asyncio.Future[None] = self._loop.create_future()
         self._done: asyncio.Future[WorkerReport | None] = self._loop.create_future()
         self._send_lock = threading.Lock()
@@ -316,6 +451,8 @@ class ProcessWorker:
                 report = message
             if isinstance(message, WorkerFailed):
                 failed = True
+                if message.worker != self.worker:  # a pooled child, before its assignment
+                    message = WorkerFailed(self.worker, message.reason)
             self._post(message)
         self._process.join(timeout=5)
         if report is None and not failed:
