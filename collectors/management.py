@@ -14,6 +14,13 @@ counter changes at every refresh), so node ages are true. Alarms come from
 
 A broker in trouble never raises out of ``sample()``: the sample is stale, keeps the last
 good figures and says why. ``check()`` is the strict one, made before a run.
+
+In a cluster the API polled is one node's: when that node dies, the collector **fails
+over** to another node's API within the same poll, so the broker panel keeps live figures
+(the dead node listed as down) instead of going stale. Where the other nodes' APIs are is
+read from ``/api/overview`` ``listeners`` (every node's ``http``/``https`` listener and its
+AMQP ports, which say which of the run's node URIs is that node's host); each failover is
+kept in :attr:`ManagementCollector.failovers` for the run to say once.
 """
 
 from __future__ import annotations
@@ -25,14 +32,16 @@ import json
 import re
 import ssl
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
 from flowdeck.collectors.errors import SourceError, short_error
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
+
+_T = TypeVar("_T")
 
 #: The RabbitMQ default, assumed unless the caller knows the broker's setting.
 DEFAULT_STATISTICS_INTERVAL = 5.0
@@ -50,7 +59,13 @@ _QUEUE_COLUMNS = (
 )
 #: Where a queue object keeps every value of a key RabbitMQ sent more than once.
 _REPEATED = "\0repeated"
-_OVERVIEW_COLUMNS = "rabbitmq_version,erlang_version,message_stats,object_totals,node"
+_OVERVIEW_COLUMNS = "rabbitmq_version,erlang_version,message_stats,object_totals,node,listeners"
+#: Listener addresses that mean "every interface": the node's host must come from elsewhere.
+_ANY_ADDRESS = frozenset({"", "::", "0.0.0.0"})
+#: Seconds one other node's API gets to answer before the failover tries the next one.
+_FAILOVER_PROBE_S = 2.0
+#: HTTP statuses a node that is going down (or a proxy in front of a dead one) answers.
+_GATEWAY_TROUBLE = frozenset({502, 503, 504})
 #: Queue names are sent to the API as one regex while the URL stays this short.
 _MAX_REGEX_URL = 6000
 
@@ -58,12 +73,35 @@ _MAX_REGEX_URL = 6000
 class ManagementAnswerError(Exception):
     """One request got an answer that cannot be used; the message is the stale reason.
 
-    ``status`` is the HTTP status when the API answered with an error status.
+    ``status`` is the HTTP status when the API answered with an error status;
+    ``unreachable`` says the node behind the API did not answer at all (refused, timed
+    out, dropped, or a gateway's 502-504): another node's API may.
     """
 
-    def __init__(self, message: str, *, status: int | None = None) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, unreachable: bool = False
+    ) -> None:
         super().__init__(message)
         self.status = status
+        self.unreachable = unreachable
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Failover:
+    """The collector moved from one node's management API to another's, at ``at``."""
+
+    at: float
+    from_node: str
+    to_node: str
+    from_url: str
+    to_url: str
+    reason: str
+
+    def describe(self) -> str:
+        """One line for the operator, e.g. ``management API of rabbit@b down; polling
+        rabbit@a``."""
+        gone = self.from_node or self.from_url
+        return f"management API of {gone} down; polling {self.to_node or self.to_url}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -174,6 +212,8 @@ class ManagementCollector:
     ``queue_names`` limits the queue figures to the run's queues (``None``: every queue of
     the vhost). ``statistics_interval`` may be given when known (a private node's is 1 s);
     otherwise it is read from the node. ``client`` is for tests that need an odd server.
+    ``amqp_nodes`` are the run's node URIs as (host, port): they say on which host each
+    cluster node's management API answers when its listener binds every interface.
     """
 
     source = "management"
@@ -190,8 +230,16 @@ class ManagementCollector:
         verify: bool | str | ssl.SSLContext = True,
         client: httpx.AsyncClient | None = None,
         statistics_interval: float | None = None,
+        amqp_nodes: Sequence[tuple[str, int]] = (),
     ) -> None:
         self.base_url = _without_credentials(base_url)
+        self._amqp_nodes = tuple(amqp_nodes)
+        #: Node name -> its management API's base URL, from the listeners (see module doc).
+        self._endpoints: dict[str, str] = {}
+        #: The node whose management API answers now ("" until the first answer).
+        self.node = ""
+        #: Every failover so far, oldest first.
+        self.failovers: list[Failover] = []
         self.username = username
         self.vhost = vhost
         self.queue_names: tuple[str, ...] | None = (
@@ -358,32 +406,37 @@ class ManagementCollector:
     # -- live polls ----------------------------------------------------------------------
 
     async def sample(self) -> BrokerSample:
-        """One full poll. Never raises for broker trouble: a stale sample says why."""
+        """One full poll. Never raises for broker trouble: a stale sample says why. A node
+        whose API does not answer is left for another node's, in the same poll."""
         try:
-            overview, nodes, queues, channels, connections, alarms = await asyncio.gather(
-                self._read_overview(),
-                self._read_nodes(),
-                self._read_queues(),
-                self._get_json(
-                    f"/api/vhosts/{quote(self.vhost, safe='')}/channels",
-                    {"columns": "messages_unconfirmed,messages_unacknowledged"},
-                ),
-                self._get_json(
-                    f"/api/vhosts/{quote(self.vhost, safe='')}/connections",
-                    {"columns": "state"},
-                ),
-                self._read_alarms(),
-            )
-            sample = self._build(overview, nodes, queues, channels, connections, alarms)
+            sample = await self._failing_over(self._read_sample)
         except ManagementAnswerError as exc:
             return self._stale(str(exc))
         self._last = sample
         return sample
 
+    async def _read_sample(self) -> BrokerSample:
+        overview, nodes, queues, channels, connections, alarms = await asyncio.gather(
+            self._read_overview(),
+            self._read_nodes(),
+            self._read_queues(),
+            self._get_json(
+                f"/api/vhosts/{quote(self.vhost, safe='')}/channels",
+                {"columns": "messages_unconfirmed,messages_unacknowledged"},
+            ),
+            self._get_json(
+                f"/api/vhosts/{quote(self.vhost, safe='')}/connections",
+                {"columns": "state"},
+            ),
+            self._read_alarms(),
+        )
+        self._learn_endpoints(overview)
+        return self._build(overview, nodes, queues, channels, connections, alarms)
+
     async def sample_alarms(self) -> BrokerSample:
         """The last figures with the alarms as the broker states them now (one request)."""
         try:
-            alarms = await self._read_alarms()
+            alarms = await self._failing_over(self._read_alarms)
         except ManagementAnswerError as exc:
             return self._stale(str(exc))
         now = time.time()
@@ -407,6 +460,84 @@ class ManagementCollector:
         )
         self._last = sample
         return sample
+
+    # -- failover ------------------------------------------------------------------------
+
+    async def _failing_over(self, read: Callable[[], Awaitable[_T]]) -> _T:
+        """``read()``; when this node's API does not answer, ``read()`` again on another
+        node's that does (ManagementAnswerError when none does, or for any other trouble)."""
+        try:
+            return await read()
+        except ManagementAnswerError as exc:
+            if not exc.unreachable or not await self._fail_over(str(exc)):
+                raise
+        return await read()
+
+    def _learn_endpoints(self, overview: Any) -> None:
+        """Which node answers, and where every node's management API is (module doc)."""
+        if not isinstance(overview, Mapping):
+            return
+        self.node = str(overview.get("node") or self.node)
+        listeners = overview.get("listeners")
+        if not isinstance(listeners, list):
+            return
+        scheme = urlsplit(self.base_url).scheme or "http"
+        amqp_ports: dict[str, set[int]] = {}
+        api: dict[str, tuple[str, int]] = {}
+        for item in listeners:
+            if not isinstance(item, Mapping) or (port := _number(item.get("port"))) is None:
+                continue
+            node = str(item.get("node", ""))
+            protocol = str(item.get("protocol", ""))
+            if protocol.startswith("amqp"):
+                amqp_ports.setdefault(node, set()).add(port)
+            elif protocol == scheme:
+                api[node] = (str(item.get("ip_address", "")), port)
+        for node, (address, port) in api.items():
+            host = address if address not in _ANY_ADDRESS else self._host_of(node, amqp_ports)
+            if host:
+                shown = f"[{host}]" if ":" in host else host
+                self._endpoints[node] = f"{scheme}://{shown}:{port}"
+
+    def _host_of(self, node: str, amqp_ports: Mapping[str, set[int]]) -> str:
+        """The host of the run's node URI that reaches ``node`` ('' when none says)."""
+        ports = amqp_ports.get(node, set())
+        hosts = {host for host, port in self._amqp_nodes if port in ports}
+        if len(hosts) == 1:
+            return hosts.pop()
+        named = node.partition("@")[2]
+        matching = [host for host in hosts if host == named or host.split(".")[0] == named]
+        return matching[0] if len(matching) == 1 else ""
+
+    async def _fail_over(self, reason: str) -> bool:
+        """Move to the first other node's API that answers (running nodes first, by the
+        last sample); False, staying put, when none does."""
+        running = {n.name for n in self._last.nodes if n.running} if self._last else set()
+        others = sorted(
+            (
+                (node, url)
+                for node, url in self._endpoints.items()
+                if node != self.node and url != self.base_url
+            ),
+            key=lambda item: item[0] not in running,
+        )
+        for _node, url in others:
+            try:
+                async with asyncio.timeout(min(self.timeout, _FAILOVER_PROBE_S)):
+                    response = await self._client.get(
+                        f"{url}/api/overview", params={"columns": "node"}
+                    )
+                answer = response.json() if response.status_code == 200 else None
+            except (TimeoutError, httpx.HTTPError, ValueError):
+                continue
+            if not isinstance(answer, Mapping) or not answer.get("node"):
+                continue
+            self.failovers.append(
+                Failover(time.time(), self.node, str(answer["node"]), self.base_url, url, reason)
+            )
+            self.base_url, self.node = url, str(answer["node"])
+            return True
+        return False
 
     def _stale(self, reason: str) -> BrokerSample:
         return BrokerSample.stale_since(
@@ -434,15 +565,18 @@ class ManagementCollector:
                 response = await self._client.request(method, url, params=params, json=body)
         except (TimeoutError, httpx.TimeoutException):
             raise ManagementAnswerError(
-                f"management API: no answer within {self.timeout:g} s from {self.base_url}"
+                f"management API: no answer within {self.timeout:g} s from {self.base_url}",
+                unreachable=True,
             ) from None
         except httpx.ConnectError as exc:
             raise ManagementAnswerError(
-                f"management API: cannot connect to {self.base_url} ({short_error(exc)})"
+                f"management API: cannot connect to {self.base_url} ({short_error(exc)})",
+                unreachable=True,
             ) from None
         except httpx.HTTPError as exc:
             raise ManagementAnswerError(
-                f"management API: {type(exc).__name__} from {self.base_url} ({short_error(exc)})"
+                f"management API: {type(exc).__name__} from {self.base_url} ({short_error(exc)})",
+                unreachable=isinstance(exc, httpx.TransportError),
             ) from None
         if response.status_code == 401:
             raise ManagementAnswerError(
@@ -467,6 +601,7 @@ class ManagementCollector:
                 f"management API: {response.status_code} "
                 f"{response.reason_phrase.lower() or 'error'} for {path}",
                 status=response.status_code,
+                unreachable=response.status_code in _GATEWAY_TROUBLE,
             )
         return _json_of(response, path, repeated_keys=repeated_keys)
 

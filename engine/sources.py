@@ -4,7 +4,8 @@
 checks, on its own management client, that the management API answers for the run's
 broker and that the broker has a socket for every connection (the pre-flight). While the
 run goes it hands every broker sample on and turns the samples into events: a source gone
-stale or answering again, an alarm raised or cleared. At the end it keeps the Prometheus
+stale or answering again, an alarm raised or cleared, the management API of a dead node
+left for another node's (said once per move). At the end it keeps the Prometheus
 series of the run window. The controller only wires it: it gives the three callbacks that
 take samples, events and the kept series, and publishes them like its own.
 """
@@ -79,6 +80,7 @@ class BrokerSources:
         self._stale: dict[str, str] = {}
         self._management_sample: BrokerSample | None = None  # last fresh one
         self._policy = ""  # the mirroring policy applied for the run, removed at its end
+        self._failovers_said = 0
 
     @property
     def management_sample(self) -> BrokerSample | None:
@@ -101,6 +103,7 @@ class BrokerSources:
                 queue_names=list(self.spec.queue_names),
                 verify=verify,
                 statistics_interval=self._statistics_interval,
+                amqp_nodes=[(node.host, node.effective_port) for node in self.broker.nodes],
             )
         return self._management
 
@@ -255,6 +258,8 @@ class BrokerSources:
         again, an alarm raised or cleared (each source's alarms are followed apart)."""
         self._on_sample(sample)
         source = sample.source
+        if source == "management":
+            self._say_failovers()
         if sample.stale_reason != self._stale.get(source, ""):
             if sample.stale_reason:
                 self._event(EventKind.SOURCE_STALE, f"{source}: {sample.stale_reason}")
@@ -275,6 +280,23 @@ class BrokerSources:
                     f"{alarm} alarm {state} (from {source})",
                     detail={"alarm": alarm, "source": source},
                 )
+
+    def _say_failovers(self) -> None:
+        """One event per move of the management collector to another node's API."""
+        moves = self._management.failovers if self._management is not None else []
+        for move in moves[self._failovers_said :]:
+            self._event(
+                EventKind.INFO,
+                move.describe(),
+                detail={
+                    "failover": "management",
+                    "from_node": move.from_node,
+                    "to_node": move.to_node,
+                    "to_url": move.to_url,
+                    "reason": move.reason,
+                },
+            )
+        self._failovers_said = len(moves)
 
     # -- the end -------------------------------------------------------------------------------
 
