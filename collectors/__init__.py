@@ -23,19 +23,24 @@ from flowdeck.collectors.management import (
     SocketFigures,
 )
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
+from flowdeck.collectors.node_faults import FAULT_ACTIONS, FaultAction, FaultDone, LocalNodes
 from flowdeck.collectors.prometheus import PrometheusCollector
 from flowdeck.collectors.prometheus_server import PrometheusServer, prometheus_target_for
 from flowdeck.collectors.provisioner import Provisioner, RegisteredNode, registered_nodes
 from flowdeck.collectors.watch import BrokerSource, BrokerWatch
 
 __all__ = [
+    "FAULT_ACTIONS",
     "Broker",
     "BrokerSample",
     "BrokerSource",
     "BrokerUriError",
     "BrokerWatch",
+    "FaultAction",
+    "FaultDone",
     "LocalBroker",
     "LocalCluster",
+    "LocalNodes",
     "ManagementAnswerError",
     "ManagementCollector",
     "NodeAddress",

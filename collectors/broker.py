@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from flowdeck.collectors.broker_uri import (
     URI_SEPARATOR,
@@ -23,6 +24,9 @@ from flowdeck.collectors.broker_uri import (
     parse_broker_uri,
     split_uris,
 )
+
+if TYPE_CHECKING:
+    from flowdeck.collectors.node_faults import LocalNodes
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,6 +47,10 @@ class Broker:
     #: Management API credentials when they differ from the AMQP ones (never shown).
     management_user: str | None = None
     management_password: str | None = field(default=None, repr=False)
+    #: The node or cluster behind these URIs when flowdeck runs it (a private one, or the
+    #: one ``flowdeck broker start`` left): what node faults act on. None for any other
+    #: broker, on which faults are refused. A handle on processes, not part of the value.
+    local: LocalNodes | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.nodes:
@@ -67,6 +75,7 @@ class Broker:
         private: bool = False,
         management_user: str | None = None,
         management_password: str | None = None,
+        local: LocalNodes | None = None,
     ) -> Broker:
         """The broker of one URI, a comma-separated list or a sequence of URIs.
         BrokerUriError (one line, no password) when one is wrong."""
@@ -84,6 +93,7 @@ class Broker:
             private=private,
             management_user=management_user or None,
             management_password=management_password or None,
+            local=local,
         )
 
     # -- what connects -----------------------------------------------------------------

@@ -5,7 +5,14 @@ Other parts use what this module exports. It never imports Textual.
 
 import importlib
 
-from flowdeck.engine.change import Change, Setting, format_number, parse_change
+from flowdeck.engine.change import (
+    Change,
+    NodeFault,
+    Setting,
+    format_number,
+    parse_change,
+    parse_fault,
+)
 from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.presets import DEFAULT_PRESET, FIGURES, PRESETS, matrix, preset
@@ -20,7 +27,14 @@ from flowdeck.engine.settings import (
     setting_value,
 )
 from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport
-from flowdeck.engine.spec import FIELDS, RunSpec, ScheduleStep, load_spec_file, spec_from_mapping
+from flowdeck.engine.spec import (
+    FIELDS,
+    RunSpec,
+    ScheduleStep,
+    load_spec_file,
+    schedule_step,
+    spec_from_mapping,
+)
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -200,6 +214,7 @@ __all__ = [
     "LatencyKind",
     "Listener",
     "MetricsEndpoint",
+    "NodeFault",
     "NullSink",
     "PendingChange",
     "Percentiles",
@@ -251,12 +266,14 @@ __all__ = [
     "open_session_by_id",
     "parse_change",
     "parse_control_address",
+    "parse_fault",
     "parse_thresholds",
     "preset",
     "resolve_uri",
     "resolve_workers",
     "running_runs",
     "runs_dir",
+    "schedule_step",
     "server_tls_context",
     "session_format",
     "setting_value",

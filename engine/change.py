@@ -4,17 +4,34 @@ The operator (TUI key or CLI), a schedule step and an API call all produce the s
 ``Change``; the controller resolves relative values (``publishers=+10``) against the
 current settings before sending it to the workers and records both times: when it was
 requested and when every worker reported it in effect.
+
+A :class:`NodeFault` (``fault kill 2``) is not a change: no worker applies it. It loses or
+brings back one node of a private cluster flowdeck runs, as a schedule step or from the
+cockpit's node key, and opens a phase (a mark named after it) so the report splits the run
+there.
 """
 
 from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import cast
 
+from flowdeck.collectors.node_faults import FAULT_ACTIONS, FaultAction
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.settings import ALIASES, BY_SETTING, Setting
 
-__all__ = ["ALIASES", "Change", "Setting", "check_setting_value", "format_number", "parse_change"]
+__all__ = [
+    "ALIASES",
+    "Change",
+    "NodeFault",
+    "Setting",
+    "check_setting_value",
+    "format_number",
+    "is_fault",
+    "parse_change",
+    "parse_fault",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +75,42 @@ class Change:
             return self.setting.value
         sign = "+" if self.relative and self.value >= 0 else ""
         return f"{self.setting.value}={sign}{format_number(self.value)}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeFault:
+    """One node of a private node or cluster lost or brought back on purpose: ``kill``
+    (SIGKILL, as a crash), ``stop`` (a clean shutdown), ``start`` or ``restart``. ``node``
+    names it as ``flowdeck broker kill`` does: its number (``2``), ``n2`` or its name."""
+
+    action: FaultAction
+    node: str
+
+    def describe(self) -> str:
+        """As an operator writes it: ``fault kill 2``."""
+        return f"fault {self.action} {self.node}"
+
+    def mark(self) -> Change:
+        """The phase mark the fault opens, named after it."""
+        return Change(Setting.MARK, label=self.describe())
+
+
+def is_fault(text: str) -> bool:
+    """Whether ``text`` is a node fault (``fault ...``) rather than a change."""
+    return text.strip().split(" ", 1)[0].lower() == "fault"
+
+
+def parse_fault(text: str) -> NodeFault:
+    """``fault kill 2``, ``fault start n2``, ``fault restart rabbit-2@host``: a NodeFault."""
+    words = text.split()
+    if len(words) != 3 or words[0].lower() != "fault" or words[1].lower() not in FAULT_ACTIONS:
+        raise SpecError(
+            "fault",
+            f"a node fault is 'fault ACTION NODE' with ACTION one of "
+            f"{', '.join(FAULT_ACTIONS)} and NODE the node's number (2), n2 or name, "
+            f"got {text.strip()!r}",
+        )
+    return NodeFault(cast(FaultAction, words[1].lower()), words[2])
 
 
 def format_number(value: float) -> str:

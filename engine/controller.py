@@ -4,7 +4,9 @@ It prepares the broker (topology), starts the recorder, the broker collectors an
 turns the workers' per-second snapshots into one :class:`Tick` a second, sends every
 :class:`Change` to all workers and marks it applied once all of them said so, fires the
 schedule's steps at their times, and at the end stops the workers, merges their reports
-into the data-safety accounting and builds the :class:`RunSummary`.
+into the data-safety accounting and builds the :class:`RunSummary`. A node fault (a
+schedule's ``fault kill 2``, the cockpit's node key) acts on the private node or cluster
+the broker is (``Broker.local``), on a thread, and opens a phase named after it.
 
 Everything runs on the caller's asyncio loop and nothing in it blocks: worker processes
 talk through pipes read on threads, the recorder buffers in memory, the collectors poll in
@@ -26,13 +28,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from flowdeck.collectors import Broker
+from flowdeck.collectors import Broker, FaultDone, LocalNodes, SourceError
 from flowdeck.collectors.broker_uri import mask_text
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine import topology
 from flowdeck.engine.accounting import data_safety
 from flowdeck.engine.aggregate import SnapshotAggregator, assemble_tick
-from flowdeck.engine.change import Change
+from flowdeck.engine.change import Change, NodeFault
 from flowdeck.engine.commands import (
     ApplyChange,
     ChangeApplied,
@@ -42,7 +44,7 @@ from flowdeck.engine.commands import (
     WorkerMessage,
 )
 from flowdeck.engine.credentials import broker_of
-from flowdeck.engine.errors import FlowdeckError
+from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.ledger import ChangeLedger, Pending, Schedule
 from flowdeck.engine.process import (
@@ -168,6 +170,8 @@ class Controller:
         self._ledger = ChangeLedger()
         self._pending = self._ledger.pending  # the same dict: changes on their way, by id
         self._schedule = Schedule(spec.schedule)
+        self._check_faults(spec.schedule)
+        self._fault_tasks: list[asyncio.Task[None]] = []
 
         self._sinks: list[Sink] = []
         self.events: list[RunEvent] = []
@@ -407,6 +411,98 @@ class Controller:
             detail={**detail, "free": room, "limit": what},
         )
 
+    @property
+    def local_nodes(self) -> LocalNodes | None:
+        """The private node or cluster the run's broker is, which faults act on (None: a
+        broker flowdeck does not run, on which faults are refused)."""
+        return self.broker.local
+
+    def fault(self, fault: NodeFault, source: str = "operator") -> int:
+        """Lose or bring back one node (see NodeFault) while the run goes; the id of the
+        phase mark it opens. The fault itself runs on a thread (a start takes seconds) and
+        says when it is done. SpecError for a node the broker has not, FlowdeckError when
+        the broker is not one flowdeck runs or the run is not running."""
+        local = self._fault_target(fault)
+        change_id = self.request(fault.mark(), source=source)
+        nodename = local.find(fault.node).nodename
+        self._event(
+            EventKind.INFO,
+            f"{fault.describe()} asked by {source}: {nodename}",
+            change_id=change_id,
+            detail=self._fault_detail(fault, source, nodename, stage="asked"),
+        )
+        task = asyncio.create_task(
+            self._apply_fault(local, fault, source, change_id), name="flowdeck-fault"
+        )
+        self._fault_tasks.append(task)
+        return change_id
+
+    def _fault_target(self, fault: NodeFault) -> LocalNodes:
+        """The nodes ``fault`` acts on, after checking it names one of them."""
+        local = self.broker.local
+        if local is None:
+            raise SpecError(
+                "fault",
+                f"{fault.describe()} needs a node or cluster flowdeck runs, and "
+                f"{self.broker.redacted} is not one: start one (flowdeck broker start --nodes "
+                "3) and give its uri, or drop the fault",
+            )
+        try:
+            local.find(fault.node)
+        except SourceError as exc:
+            raise SpecError("fault", f"{fault.describe()}: {exc}") from None
+        return local
+
+    def _check_faults(self, steps: Sequence[ScheduleStep]) -> None:
+        """Refuse a schedule whose faults the broker cannot take, before anything starts."""
+        for step in steps:
+            if step.fault is not None:
+                try:
+                    self._fault_target(step.fault)
+                except SpecError as exc:
+                    raise SpecError(
+                        "schedule", f"schedule step at {step.at:g} s: {exc.message}"
+                    ) from None
+
+    async def _apply_fault(
+        self, local: LocalNodes, fault: NodeFault, source: str, change_id: int
+    ) -> None:
+        nodename = local.find(fault.node).nodename
+        try:
+            done: FaultDone = await asyncio.to_thread(local.apply, fault.action, fault.node)
+        except Exception as exc:  # a node that will not start never stops the run
+            self._event(
+                EventKind.ERROR,
+                f"{fault.describe()} failed: {exc}",
+                change_id=change_id,
+                detail=self._fault_detail(fault, source, nodename, stage="failed"),
+            )
+            return
+        self._event(
+            EventKind.INFO,
+            f"{fault.describe()} done: {done.message}",
+            change_id=change_id,
+            detail={
+                **self._fault_detail(fault, source, nodename, stage="done"),
+                "changed": done.changed,
+                "took_s": round(done.took, 3),
+            },
+        )
+
+    @staticmethod
+    def _fault_detail(
+        fault: NodeFault, source: str, nodename: str, *, stage: str
+    ) -> dict[str, Any]:
+        """What a fault's events carry: the report's faults table pairs a node's ``kill``
+        or ``stop`` with its next ``start`` or ``restart`` by these."""
+        return {
+            "fault": fault.action,
+            "node": fault.node,
+            "nodename": nodename,
+            "stage": stage,
+            "source": source,
+        }
+
     def skip_step(self) -> None:
         """Apply the next schedule step now instead of at its time (a held schedule goes
         on from it: asking for its next step is going on with it)."""
@@ -635,11 +731,14 @@ class Controller:
 
     def _fire(self, step: ScheduleStep, *, early: bool = False) -> None:
         try:
-            self.request(step.change, source="schedule")
+            if step.fault is not None:
+                self.fault(step.fault, source="schedule")
+            else:
+                self.request(step.change, source="schedule")
         except FlowdeckError as exc:
             self._event(
                 EventKind.ERROR,
-                f"schedule step at {step.at:g} s ({step.change.describe()}) skipped: {exc}",
+                f"schedule step at {step.at:g} s ({step.describe()}) skipped: {exc}",
             )
         if early:
             self._wake.set()
@@ -741,6 +840,11 @@ class Controller:
             if task is not asyncio.current_task():
                 task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+        if faults := [task for task in self._fault_tasks if not task.done()]:
+            # A node still starting cannot be called back (it runs on a thread): its end is
+            # part of the run, recorded before the session closes.
+            self._event(EventKind.INFO, f"waiting for {len(faults)} node fault(s) to finish")
+            await asyncio.gather(*faults, return_exceptions=True)
         await self._sources.stop()
         await self._sources.keep_range(self.started_at, ended)
         if self._failures and outcome != OUTCOME_FAILED:

@@ -15,7 +15,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from flowdeck.collectors.broker_uri import redact
-from flowdeck.engine.change import Change, Setting, format_number, parse_change
+from flowdeck.engine.change import (
+    Change,
+    NodeFault,
+    Setting,
+    format_number,
+    is_fault,
+    parse_change,
+    parse_fault,
+)
 from flowdeck.engine.credentials import broker_of
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.settings import BY_FIELD, BY_SETTING, Scope, spec_value
@@ -50,10 +58,16 @@ PREDECLARED_EXCHANGES: dict[str, ExchangeType] = {
 
 @dataclass(frozen=True, slots=True)
 class ScheduleStep:
-    """A change the run makes by itself ``at`` seconds after it started."""
+    """A change the run makes by itself ``at`` seconds after it started, or a node fault
+    (``fault``, with ``change`` the phase mark it opens)."""
 
     at: float
     change: Change
+    fault: NodeFault | None = None
+
+    def describe(self) -> str:
+        """What the step does, as written after ``AT:`` (``inflight=200``, ``fault kill 2``)."""
+        return self.fault.describe() if self.fault is not None else self.change.describe()
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +348,7 @@ class RunSpec:
         def count(n: int) -> int:
             return 0 if n == 0 else max(1, round(n * factor))
 
-        steps = tuple(ScheduleStep(s.at, _scale_change(s.change, count)) for s in self.schedule)
+        steps = tuple(replace(s, change=_scale_change(s.change, count)) for s in self.schedule)
         return replace(
             self,
             publishers=count(self.publishers),
@@ -349,7 +363,7 @@ class RunSpec:
         each step at the same fraction of the run (a 6-phase sweep stays 6 phases).
         """
         factor = duration / self.duration
-        steps = tuple(ScheduleStep(round(s.at * factor, 3), s.change) for s in self.schedule)
+        steps = tuple(replace(s, at=round(s.at * factor, 3)) for s in self.schedule)
         return replace(self, duration=duration, schedule=steps)
 
     def to_mapping(self) -> dict[str, Any]:
@@ -358,7 +372,7 @@ class RunSpec:
         for f in fields(self):
             value = getattr(self, f.name)
             if f.name == "schedule":
-                value = [{"at": s.at, "change": s.change.describe()} for s in value]
+                value = [{"at": s.at, "change": s.describe()} for s in value]
             elif f.name == "queue_args":
                 value = dict(value)
             elif f.name == "thresholds":
@@ -520,11 +534,19 @@ def parse_schedule(raw: Any) -> tuple[ScheduleStep, ...]:
                 f"{where}.change", f"{where}.change must be text, got {item['change']!r}"
             )
         try:
-            change = parse_change(item["change"])
+            steps.append(schedule_step(float(at), item["change"]))
         except SpecError as exc:
             raise SpecError(f"{where}.change", f"{where}.change: {exc.message}") from None
-        steps.append(ScheduleStep(float(at), change))
     return tuple(steps)
+
+
+def schedule_step(at: float, text: str) -> ScheduleStep:
+    """The step at ``at`` s of what is written after ``AT:``: a change (``inflight=200``,
+    ``mark "warm"``) or a node fault (``fault kill 2``). SpecError when it is neither."""
+    if is_fault(text):
+        fault = parse_fault(text)
+        return ScheduleStep(at, fault.mark(), fault)
+    return ScheduleStep(at, parse_change(text))
 
 
 def load_spec_file(path: Path, scale: float | None = None) -> RunSpec:

@@ -1,7 +1,8 @@
 """What went wrong in a session, from the events it recorded (pure Python, no Spark).
 
 Outages (a worker lost its broker connection), memory and disk alarms, connections
-blocked by flow control, broker sources that went stale, and errors: each with when it
+blocked by flow control, broker sources that went stale, nodes lost on purpose (a node
+fault's ``kill`` or ``stop`` until its ``start`` or ``restart``), and errors: each with when it
 started and ended, how long it lasted and — from the per-second consume rate — how long
 after it began the consumers were back at the rate they had before it. The manifest's
 summary adds what the run lost: confirmed but never consumed, consumed twice,
@@ -76,6 +77,9 @@ def faults(
         at = float(event["at"]) - run_start
         detail: Mapping[str, Any] = event.get("detail") or {}
         message = str(event.get("message") or "")
+        if kind == "info" and detail.get("fault") and detail.get("stage") == "done":
+            _node_fault(detail, at, open_faults, found)
+            continue
         if kind == "error":
             found.append(("error", message[:80], at, at, message))
             continue
@@ -106,6 +110,36 @@ def faults(
         Fault(name, subject, start, end, _recovered_after(start, end, consume_per_second), text)
         for name, subject, start, end, text in found
     ]
+
+
+def _node_fault(
+    detail: Mapping[str, Any],
+    at: float,
+    open_faults: dict[tuple[str, str], tuple[float, Mapping[str, Any]]],
+    found: list[tuple[str, str, float, float | None, str]],
+) -> None:
+    """A node fault done: a ``kill`` or ``stop`` opens a "node down" row for its node, the
+    node's next ``start`` or ``restart`` closes it; a restart of a running node is a row of
+    its own, down for the time the restart took."""
+    if not detail.get("changed", True):
+        return
+    node = str(detail.get("nodename") or detail.get("node") or "?")
+    action = str(detail.get("fault"))
+    source = str(detail.get("source") or "?")
+    if action in ("kill", "stop"):
+        open_faults.setdefault(("node down", node), (at, detail))
+        return
+    opened = open_faults.pop(("node down", node), None)
+    if opened is not None:
+        first = opened[1]
+        text = (
+            f"{first.get('fault')} ({first.get('source') or '?'}), then {action} "
+            f"({source}) after {at - opened[0]:.1f} s"
+        )
+        found.append(("node down", node, opened[0], at, text))
+    elif action == "restart":
+        took = float(detail.get("took_s") or 0.0)
+        found.append(("node down", node, at - took, at, f"restart ({source}) took {took:.1f} s"))
 
 
 def _describe(name: str, detail: Mapping[str, Any], message: str) -> str:

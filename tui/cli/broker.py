@@ -31,7 +31,7 @@ import platformdirs
 from flowdeck.engine import FlowdeckError, SpecError
 
 if TYPE_CHECKING:
-    from flowdeck.collectors import LocalBroker, LocalCluster, RegisteredNode
+    from flowdeck.collectors import LocalBroker, LocalCluster, LocalNodes, RegisteredNode
 
 STATE_ENV = "FLOWDECK_BROKER_STATE"
 _NO_CLUSTER = "no private cluster is running (start one: flowdeck broker start --nodes 3)"
@@ -218,6 +218,22 @@ def started_node_for(uri: str) -> Any | None:
         if node is not None and node.amqp_port == port and node.running:
             return node
     return None
+
+
+def started_local_nodes() -> LocalNodes | None:
+    """The node or cluster ``start`` left running, as what a run's node faults act on: a
+    node they start again is left running as ``start NODE`` leaves it, and the state file
+    follows every fault (a restarted node has a new pid)."""
+    from flowdeck.collectors import LocalNodes, save_state
+
+    try:
+        found = _attached_state()
+    except FlowdeckError:
+        return None
+    if found is None:
+        return None
+    path = state_file()
+    return LocalNodes(found, detached=True, on_change=lambda: save_state(path, found.to_state()))
 
 
 def _start(args: argparse.Namespace) -> int:

@@ -30,8 +30,8 @@ from flowdeck.engine import (
     format_number,
     load_spec_file,
     management_password,
-    parse_change,
     preset,
+    schedule_step,
     spec_from_mapping,
 )
 
@@ -99,16 +99,16 @@ def parse_queue_args(items: list[str]) -> dict[str, int | float | bool | str]:
 
 
 def parse_step(text: str, field: str = "change") -> ScheduleStep:
-    """``AT:CHANGE`` (``30:inflight=200``, ``1m:mark "warm"``) as a schedule step."""
+    """``AT:CHANGE`` (``30:inflight=200``, ``1m:mark "warm"``, ``20s:fault kill 2``) as a
+    schedule step."""
     at_text, sep, change_text = text.partition(":")
     if not sep:
         raise SpecError(field, f"{field} must be AT:CHANGE like 30s:inflight=200, got {text!r}")
     at = parse_duration(at_text, field)
     try:
-        change = parse_change(change_text)
+        return schedule_step(at, change_text)
     except SpecError as exc:
         raise SpecError(field, f"{field} {text!r}: {exc.message}") from None
-    return ScheduleStep(at, change)
 
 
 def parse_schedule_flag(text: str) -> list[ScheduleStep]:
@@ -289,7 +289,7 @@ def resolve_broker(
     uri = spec.uri or env.get(URI_ENV, "")
     if uri:
         from flowdeck.collectors import Broker, BrokerUriError, prometheus_target_for
-        from flowdeck.tui.cli.broker import started_node_for
+        from flowdeck.tui.cli.broker import started_local_nodes, started_node_for
 
         try:
             given = Broker.parse(uri)
@@ -303,6 +303,7 @@ def resolve_broker(
                 prometheus_url=spec.prometheus_url or None,
                 prometheus_target=f"127.0.0.1:{started.prometheus_port}",
                 statistics_interval=started.stats_interval_ms / 1000,
+                local=started_local_nodes(),
             )
         return Broker(
             given.nodes,
@@ -310,7 +311,7 @@ def resolve_broker(
             prometheus_url=spec.prometheus_url or None,
             prometheus_target=prometheus_target_for(given.uri),
         )
-    from flowdeck.collectors import Broker, SourceError
+    from flowdeck.collectors import Broker, LocalNodes, SourceError
 
     if spec.mirroring or spec.quorum_size > 1:  # replication needs a cluster of its own
         return _private_cluster(spec, provisioner, announce)
@@ -330,13 +331,14 @@ def resolve_broker(
         prometheus_target=f"127.0.0.1:{node.prometheus_port}",
         statistics_interval=node.stats_interval_ms / 1000,
         private=True,
+        local=LocalNodes(node),
     )
 
 
 def _private_cluster(spec: RunSpec, provisioner: Provisioner, announce: Any) -> Broker:
     """The provisioner's private cluster for a spec that replicates its queues: three nodes
     (the seed's set-up), or as many as the spec's copies or quorum members ask."""
-    from flowdeck.collectors import Broker, SourceError
+    from flowdeck.collectors import Broker, LocalNodes, SourceError
 
     size = max(3, spec.mirroring, spec.quorum_size)
     if announce is not None:
@@ -358,6 +360,7 @@ def _private_cluster(spec: RunSpec, provisioner: Provisioner, announce: Any) -> 
         prometheus_target=f"127.0.0.1:{first.prometheus_port}",
         statistics_interval=first.stats_interval_ms / 1000,
         private=True,
+        local=LocalNodes(cluster),
     )
 
 

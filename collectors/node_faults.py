@@ -1,0 +1,147 @@
+"""The private nodes a run may break on purpose: one node of a cluster killed, stopped,
+started or restarted mid-run.
+
+A node-loss drill needs a broker flowdeck runs itself: its nodes are processes on this
+machine that flowdeck can SIGKILL and start again on the same ports and data. A
+:class:`LocalNodes` holds such a node or cluster (a private one a run or the cockpit
+started through a Provisioner, or the one ``flowdeck broker start`` left running) and is
+what a schedule's ``fault`` step and the cockpit's kill key both act through. A broker
+that is not flowdeck's (a remote URI) has none, and a fault on it is refused.
+
+Starting a node takes seconds: :meth:`LocalNodes.apply` blocks, so callers on an event
+loop run it on a thread. One fault runs at a time (``kill 2`` then ``start 2`` queue up).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from flowdeck.collectors.errors import SourceError
+from flowdeck.collectors.local_broker import LocalBroker, LocalCluster
+
+FaultAction = Literal["kill", "stop", "start", "restart"]
+#: What a fault does to its node, in the words operators type.
+FAULT_ACTIONS: tuple[FaultAction, ...] = ("kill", "stop", "start", "restart")
+
+
+@dataclass(frozen=True, slots=True)
+class FaultDone:
+    """What one fault did: its node's full name, whether it changed anything, how long it
+    took (seconds) and one line for the operator."""
+
+    action: FaultAction
+    ref: str
+    nodename: str
+    changed: bool
+    took: float
+    message: str
+
+
+class LocalNodes:
+    """A private node or cluster flowdeck runs, for node faults; see the module docstring.
+
+    ``detached``: the nodes belong to the user (``flowdeck broker start``), so a node this
+    process starts again is left running after it exits, as ``flowdeck broker start NODE``
+    leaves it; otherwise a started node stays owned by this process and dies with it.
+    ``on_change`` runs after every fault that changed a node (``broker start`` keeps its
+    state file up to date there: a restarted node has a new pid).
+    """
+
+    def __init__(
+        self,
+        nodes: LocalBroker | LocalCluster,
+        *,
+        detached: bool = False,
+        on_change: Callable[[], None] | None = None,
+    ) -> None:
+        self._held = nodes
+        self.detached = detached
+        self._on_change = on_change
+        self._lock = threading.Lock()
+
+    @property
+    def nodes(self) -> tuple[LocalBroker, ...]:
+        held = self._held
+        return tuple(held.nodes) if isinstance(held, LocalCluster) else (held,)
+
+    @property
+    def name(self) -> str:
+        """The cluster's name, or the single node's."""
+        held = self._held
+        return str(held.name) if isinstance(held, LocalCluster) else held.nodename
+
+    def find(self, ref: str) -> LocalBroker:
+        """The node ``ref`` names: its number (``2``), ``n2``, or its name with or without
+        ``@host``. SourceError naming the nodes there are when none is called so."""
+        held = self._held
+        if isinstance(held, LocalCluster):
+            found = held.find_node(ref)
+        else:
+            found = held if ref in ("1", held.nodename, held.nodename.split("@")[0]) else None
+        if found is not None:
+            return found
+        names = ", ".join(f"{n} ({node.nodename})" for n, node in enumerate(self.nodes, 1))
+        raise SourceError(f"no node {ref!r} in {self.name}; it has {names}")
+
+    def number_of(self, nodename: str) -> int | None:
+        """The node's number (1, 2, ...) by its full name; None when it is not one of these."""
+        for number, node in enumerate(self.nodes, 1):
+            if node.nodename == nodename:
+                return number
+        return None
+
+    def apply(self, action: FaultAction, ref: str) -> FaultDone:
+        """Do ``action`` to node ``ref`` and wait until it is done (a start: until the node
+        answers and has rejoined). SourceError when the node is unknown or will not start;
+        a node already in the state asked for is left as it is (``changed`` false)."""
+        if action not in FAULT_ACTIONS:
+            raise SourceError(f"unknown node fault {action!r}; use one of {FAULT_ACTIONS}")
+        node = self.find(ref)
+        with self._lock:
+            began = time.monotonic()
+            changed = self._do(action, node)
+            took = time.monotonic() - began
+            if changed and self._on_change is not None:
+                self._on_change()
+        return FaultDone(
+            action, ref, node.nodename, changed, took, _said(action, node, changed, took)
+        )
+
+    def _do(self, action: FaultAction, node: LocalBroker) -> bool:
+        if action in ("kill", "stop"):
+            if not node.running:
+                return False
+            if action == "kill":
+                node.kill()
+            else:
+                node.stop(cleanup=False)
+            return True
+        if action == "start" and node.running:
+            return False
+        try:
+            if action == "restart":
+                node.restart()
+            else:
+                node.start()
+        except SourceError:
+            node.kill()  # whatever booted; the data stays for another try
+            raise
+        if self.detached:
+            node.detach()
+        return True
+
+
+def _said(action: FaultAction, node: LocalBroker, changed: bool, took: float) -> str:
+    name = node.nodename
+    if not changed:
+        return f"{name} is {'already running' if action == 'start' else 'not running'}"
+    if action == "kill":
+        return f"{name} killed (SIGKILL to its Erlang VM, as a crash); its data stays"
+    if action == "stop":
+        return f"{name} stopped cleanly in {took:.1f} s; its data stays"
+    again = "restarted" if action == "restart" else "started again"
+    return f"{name} {again} on its ports and data in {took:.1f} s"
