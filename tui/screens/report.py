@@ -1,0 +1,419 @@
+"""A written report's per-phase table in the cockpit, read back from its directory.
+
+The report job (``flowdeck report --out DIR``) writes a .csv per table; this screen joins a
+session's three per-phase tables (``<key>-throughput``, ``<key>-latency``, ``<key>-flow``)
+into one row per phase — the settings that differ between phases, msg/s, e2e p50/p99 and
+the verdict — highlights the recommended phase as the live per-setting table does, prints
+the recommendation lines of the ``<key>-sweep-<setting>`` tables and names
+``report.html``, which ``o`` opens in a browser when there is a display to show one.
+
+Every figure is the CSV's, formatted by the report's own :func:`format_cell`, so the
+screen and the report's Markdown read the same.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import VerticalScroll
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from flowdeck.spark_reports.tables import Cell, format_cell
+from flowdeck.spark_reports.verdict import Verdict
+from flowdeck.tui.keys import HELP_BINDING
+from flowdeck.tui.model import SWEEP_SETTINGS
+from flowdeck.tui.widgets.setting_table import BEST_MARK, BEST_STYLE, VERDICT_STYLES
+
+HTML = "report.html"
+THROUGHPUT = "-throughput.csv"
+#: The settings a phase can differ by, as the throughput table names its columns.
+SETTING_COLUMNS = ("inflight", "prefetch", "ack every", "publishers", "consumers")
+#: The latency the sweep tables judge by (the report's ``SWEEP_LATENCY``).
+E2E = "e2e actual"
+RECOMMENDED = re.compile(r"^recommended (?P<setting>\w+)=(?P<value>\d+)(?: \((?P<label>.*)\))?:")
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseRow:
+    """One phase as the report wrote it: its cells by the report's column names."""
+
+    index: int
+    label: str
+    settings: dict[str, Cell]
+    target: Cell
+    publish: Cell
+    consume: Cell
+    p50: Cell
+    p99: Cell
+    verdict: str
+    why: str
+
+    @property
+    def drain(self) -> bool:
+        return self.verdict == str(Verdict.DRAIN)
+
+    def ranked(self) -> float:
+        """The consume mean capped at the target, as the report ranks a sweep's phases."""
+        consume = float(self.consume) if isinstance(self.consume, int | float) else 0.0
+        if isinstance(self.target, int | float) and self.target > 0:
+            return min(consume, float(self.target))
+        return consume
+
+
+@dataclass(frozen=True, slots=True)
+class SessionReport:
+    """One session's part of a report: its phases, the row to highlight, and the
+    recommendation lines (the last line of each sweep's reasoning, as the job prints)."""
+
+    key: str
+    title: str
+    phases: tuple[PhaseRow, ...]
+    best: int | None
+    recommendations: tuple[str, ...]
+
+    @property
+    def varying(self) -> tuple[str, ...]:
+        """The settings that took more than one value over the phases that are not the
+        drain (all of them when none did: a run at one setting still says what it was)."""
+        load = [p for p in self.phases if not p.drain] or list(self.phases)
+        differ = tuple(c for c in SETTING_COLUMNS if len({p.settings.get(c) for p in load}) > 1)
+        return differ or SETTING_COLUMNS[:3]
+
+
+@dataclass(frozen=True, slots=True)
+class ReportTables:
+    """What the screen shows of a report directory."""
+
+    out_dir: Path
+    sessions: tuple[SessionReport, ...]
+
+    @property
+    def html_path(self) -> Path:
+        return self.out_dir / HTML
+
+
+class ReportUnreadable(Exception):
+    """The directory holds no report the screen can read; the message says why."""
+
+
+def parse_cell(text: str) -> Cell:
+    """A CSV cell back as the report held it: empty is None, numbers are numbers."""
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def read_rows(path: Path) -> list[dict[str, Cell]]:
+    with path.open(encoding="utf-8", newline="") as handle:
+        return [{k: parse_cell(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+
+
+def table_title(csv_path: Path) -> str:
+    """The session's title as the report heads its tables (``## <title>: throughput…``)."""
+    markdown = csv_path.with_suffix(".md")
+    if markdown.is_file():
+        first = markdown.read_text(encoding="utf-8").split("\n", 1)[0]
+        if first.startswith("#") and ": " in first:
+            return first.lstrip("# ").rsplit(": ", 1)[0]
+    return csv_path.name.removesuffix(THROUGHPUT)
+
+
+def reasoning(markdown: Path) -> list[str]:
+    """A sweep table's reasoning: the ``- `` lines after the table's last row."""
+    lines = markdown.read_text(encoding="utf-8").splitlines()
+    last_row = max((i for i, line in enumerate(lines) if line.startswith("|")), default=-1)
+    return [line[2:] for line in lines[last_row + 1 :] if line.startswith("- ")]
+
+
+def best_row(phases: Sequence[PhaseRow], recommendations: Sequence[str]) -> int | None:
+    """The recommended value's phase (its best-ranked one when it ran more than once, the
+    labelled one when the recommendation names it); with no recommendation, the
+    best-ranked phase that is not overloaded (``tui.model``'s rule for the live table)."""
+    load = [p for p in phases if not p.drain]
+    candidates = [p for p in load if p.verdict != Verdict.OVERLOADED.value]
+    for line in recommendations:
+        found = RECOMMENDED.match(line)
+        if found is None:
+            continue
+        column = found["setting"].replace("_", " ")
+        value = int(found["value"])
+        candidates = [p for p in load if p.settings.get(column) == value]
+        if found["label"]:
+            candidates = [p for p in candidates if p.label == found["label"]] or candidates
+        break
+    if not candidates:
+        return None
+    return list(phases).index(max(candidates, key=PhaseRow.ranked))
+
+
+def read_session(out_dir: Path, key: str, throughput: Path) -> SessionReport:
+    e2e = {
+        int(str(row["phase"])): row
+        for row in read_rows(out_dir / f"{key}-latency.csv")
+        if row["latency"] == E2E
+    }
+    flow = {int(str(row["phase"])): row for row in read_rows(out_dir / f"{key}-flow.csv")}
+    phases = []
+    for row in read_rows(throughput):
+        index = int(str(row["phase"]))
+        latency = e2e.get(index, {})
+        judged = flow.get(index, {})
+        phases.append(
+            PhaseRow(
+                index=index,
+                label=str(row["label"] or ""),
+                settings={c: row.get(c) for c in SETTING_COLUMNS},
+                target=row["target msg/s"],
+                publish=row["publish mean"],
+                consume=row["consume mean"],
+                p50=latency.get("p50"),
+                p99=latency.get("p99"),
+                verdict=str(judged.get("verdict") or ""),
+                why=str(judged.get("why") or ""),
+            )
+        )
+    order = {setting.value: n for n, setting in enumerate(SWEEP_SETTINGS)}
+    sweeps = sorted(
+        out_dir.glob(f"{key}-sweep-*.md"),
+        key=lambda p: order.get(p.stem.removeprefix(f"{key}-sweep-"), len(order)),
+    )
+    lines = [steps[-1] for steps in map(reasoning, sweeps) if steps]
+    return SessionReport(
+        key=key,
+        title=table_title(throughput),
+        phases=tuple(phases),
+        best=best_row(phases, lines),
+        recommendations=tuple(lines),
+    )
+
+
+def read_report(out_dir: Path) -> ReportTables:
+    """Every session's per-phase figures in a report directory, in the report's order
+    (``report.md`` names its tables in it)."""
+    if not out_dir.is_dir():
+        raise ReportUnreadable(f"no report directory at {out_dir}")
+    found = {p.name.removesuffix(THROUGHPUT): p for p in out_dir.glob(f"*{THROUGHPUT}")}
+    if not found:
+        raise ReportUnreadable(
+            f"{out_dir} holds no per-phase table (*{THROUGHPUT}); was the report job "
+            "interrupted? Run it again with r on the sessions screen"
+        )
+    summary = out_dir / "report.md"
+    text = summary.read_text(encoding="utf-8") if summary.is_file() else ""
+    keys = sorted(found, key=lambda k: (text.find(f"{table_title(found[k])}: "), k))
+    try:
+        sessions = tuple(read_session(out_dir, key, found[key]) for key in keys)
+    except (OSError, KeyError, ValueError) as exc:
+        raise ReportUnreadable(f"{out_dir} does not read as a flowdeck report: {exc!r}") from None
+    return ReportTables(out_dir, sessions)
+
+
+def latest_report(reports_root: Path) -> Path | None:
+    """The newest directory under ``reports_root`` that holds a finished report."""
+    if not reports_root.is_dir():
+        return None
+    done = [p for p in reports_root.iterdir() if (p / HTML).is_file()]
+    return max(done, key=lambda p: (p / HTML).stat().st_mtime, default=None)
+
+
+def can_show_browser() -> bool:
+    """A browser would open on a screen the user sees: a graphical session on Linux and
+    the BSDs, always on macOS and Windows. Without one, Python's ``webbrowser`` would
+    start a text browser inside this very terminal."""
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
+
+
+def table_cell(value: Cell, best: bool, style: str = "") -> Text:
+    return Text(format_cell(value), style="" if best else style)
+
+
+class ReportScreen(Screen[None]):
+    """One row per phase of each reported session, the recommended one highlighted; the
+    recommendation lines and the path of ``report.html`` under the table."""
+
+    DEFAULT_CSS = """
+    ReportScreen #report-title {
+        height: auto;
+        padding: 0 1;
+        text-style: bold;
+    }
+    ReportScreen #report-phases {
+        height: 1fr;
+        min-height: 5;
+    }
+    ReportScreen #report-notes {
+        height: auto;
+        max-height: 50%;
+        border: round $secondary;
+        padding: 0 1;
+    }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        HELP_BINDING,
+        Binding("o", "open_html", "open HTML", tooltip="open report.html in a browser"),
+        Binding("escape", "app.pop_screen", "back"),
+    ]
+
+    def __init__(self, report: ReportTables) -> None:
+        super().__init__()
+        self.report = report
+
+    def compose(self) -> ComposeResult:
+        yield Static(self.heading(), id="report-title")
+        yield DataTable(id="report-phases", cursor_type="row", zebra_stripes=True)
+        with VerticalScroll(id="report-notes"):
+            yield Static("", id="report-why")
+            yield Static(self.notes(), id="report-lines")
+        yield Footer()
+
+    def heading(self) -> str:
+        sessions = self.report.sessions
+        name = sessions[0].title if len(sessions) == 1 else f"{len(sessions)} sessions"
+        return f"report: {name} — per phase"
+
+    @property
+    def several(self) -> bool:
+        return len(self.report.sessions) > 1
+
+    def columns(self) -> list[tuple[str, str]]:
+        """(key, header): the settings any session varies, then the figures."""
+        varying: list[str] = []
+        for session in self.report.sessions:
+            varying += [c for c in session.varying if c not in varying]
+        self.varying = [c for c in SETTING_COLUMNS if c in varying]
+        head = [("session", "session")] if self.several else []
+        return [
+            *head,
+            ("phase", "phase"),
+            ("label", "label"),
+            *((c, c) for c in self.varying),
+            ("consume", "msg/s"),
+            ("p50", "p50 ms"),
+            ("p99", "p99 ms"),
+            ("verdict", "verdict"),
+            # What fits 80 columns comes first; these are a scroll to the right away (and
+            # the highlighted phase's reason is written out under the table).
+            ("publish", "pub msg/s"),
+            ("why", "why"),
+        ]
+
+    def on_mount(self) -> None:
+        table = self.query_one(DataTable)
+        for key, header in self.columns():
+            table.add_column(header, key=key)
+        for session in self.report.sessions:
+            for position, phase in enumerate(session.phases):
+                best = position == session.best
+                cells = [
+                    *([Text(session.title)] if self.several else []),
+                    Text(f"{BEST_MARK if best else ' '} {phase.index}"),
+                    Text(phase.label),
+                    *(table_cell(phase.settings.get(c), best) for c in self.varying),
+                    table_cell(phase.consume, best),
+                    table_cell(phase.p50, best),
+                    table_cell(phase.p99, best),
+                    table_cell(phase.verdict or None, best, self.verdict_style(phase.verdict)),
+                    table_cell(phase.publish, best),
+                    Text(phase.why),
+                ]
+                if best:
+                    for cell in cells:
+                        cell.stylize(BEST_STYLE)
+                table.add_row(*cells, key=f"{session.key}:{phase.index}")
+        chosen = self.report.sessions[0].best if not self.several else None
+        if chosen is not None:
+            table.move_cursor(row=chosen)
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The highlighted phase's verdict and its reason in full (the column is cut)."""
+        session_key, _, index = str(event.row_key.value).rpartition(":")
+        for session in self.report.sessions:
+            for phase in session.phases:
+                if session.key == session_key and str(phase.index) == index:
+                    name = f"{session.title} " if self.several else ""
+                    self.query_one("#report-why", Static).update(
+                        Text.assemble(
+                            (f"{name}phase {phase.index} {phase.label}: ", "bold"),
+                            (phase.verdict or "not judged", self.verdict_style(phase.verdict)),
+                            f" — {phase.why}" if phase.why else "",
+                        )
+                    )
+
+    @staticmethod
+    def verdict_style(verdict: str) -> str:
+        known: dict[str, str] = {str(v): style for v, style in VERDICT_STYLES.items()}
+        return known.get(verdict, "")
+
+    def notes(self) -> Text:
+        lines: list[Text] = []
+        for session in self.report.sessions:
+            prefix = f"{session.title}: " if self.several else ""
+            for line in session.recommendations:
+                lines.append(Text(prefix + line, style="bold"))
+            if not session.recommendations:
+                lines.append(
+                    Text(
+                        f"{prefix}no sweep: every phase ran at the same in-flight limit, "
+                        "prefetch and ack interval, so the report recommends none",
+                        style="italic",
+                    )
+                )
+        how = "o opens it in a browser" if can_show_browser() else "no display here to open it"
+        lines.append(
+            Text.assemble("HTML: ", (str(self.report.html_path), "underline"), f"  ({how})")
+        )
+        lines.append(
+            Text(
+                f"{BEST_MARK} recommended phase (no sweep: the best not overloaded); "
+                "figures from the report's CSV",
+                style="dim",
+            )
+        )
+        return Text("\n").join(lines)
+
+    def action_open_html(self) -> None:
+        path = self.report.html_path
+        if not path.is_file():
+            self.notify(f"{path} is gone; run the report again", severity="error")
+            return
+        if not can_show_browser():
+            self.notify(
+                f"no display to open a browser on (DISPLAY is not set): open {path} "
+                "on a machine with one",
+                severity="warning",
+                timeout=10,
+            )
+            return
+        self.open_browser(path)
+
+    @work(thread=True, exclusive=True, group="browser")
+    def open_browser(self, path: Path) -> None:
+        """``webbrowser`` can wait on the browser it starts: off the UI's thread."""
+        import webbrowser
+
+        if webbrowser.open(path.resolve().as_uri()):
+            self.app.call_from_thread(self.notify, f"opened {path} in the browser")
+        else:
+            self.app.call_from_thread(
+                self.notify, f"no browser found to open {path}", severity="warning"
+            )
