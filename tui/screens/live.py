@@ -26,7 +26,7 @@ from flowdeck.engine import (
     Tick,
 )
 from flowdeck.tui.app import freeze_long_lived
-from flowdeck.tui.keys import KEY_TABLE, LABELS, bindings, step_change
+from flowdeck.tui.keys import KEY_TABLE, LABELS, KeyRow, bindings, step_change
 from flowdeck.tui.messages import (
     BrokerSampleReceived,
     ChangeRequested,
@@ -91,6 +91,10 @@ def rewrap_events(screen: Screen[None], history: RunHistory) -> None:
     screen.call_after_refresh(lambda: log.replace_all(history.events))
 
 
+#: Not steering, so not in the dashboard's key table: the help lists it after it.
+REPORT_KEY = KeyRow("g", "report_session", "report on this run's session (after the run)", "Run")
+
+
 class LiveScreen(Screen[None]):
     """The run as it goes. Every steering key posts a ChangeRequested; the controller
     resolves it, the settings bar shows it pending until the workers report it in force.
@@ -98,12 +102,13 @@ class LiveScreen(Screen[None]):
 
     BINDINGS: ClassVar[list[BindingType]] = [
         *bindings(),
+        *bindings((REPORT_KEY,)),
         Binding("escape", "leave", "back", show=False),
     ]
     #: The autopilot started with ``o`` (while it searches, and after).
     autopilot: Autopilot | None = None
     DEFAULT_CSS = narrow_css("LiveScreen")
-    HELP_ROWS = KEY_TABLE
+    HELP_ROWS = (*KEY_TABLE, REPORT_KEY)
 
     def __init__(self, control: RunControl, *, start: bool = True) -> None:
         super().__init__()
@@ -333,6 +338,30 @@ class LiveScreen(Screen[None]):
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(rows_for(self)))
+
+    def action_report_session(self) -> None:
+        """The report on the session this run recorded, once the run has ended: the job's
+        Spark would take the CPU the load needs (and skew the figures being recorded), and
+        the phase still running would be judged on its first seconds. While the run goes,
+        the per-setting table (``t``) judges the phases by the report's rules."""
+        if not self.finished:
+            self.notify(
+                "the run is still recording: a report now would take the CPU the load needs "
+                "and judge the running phase on its first seconds. Press t for the phases "
+                "judged by the report's rules now; the report comes after the run (v on its "
+                "summary, then r)",
+                title="report after the run",
+                severity="warning",
+                timeout=12,
+            )
+            return
+        session = self.control.session_dir
+        if session is None:
+            self.notify("this run has no recorded session to report on", severity="error")
+            return
+        from flowdeck.tui.screens.sessions import SessionsScreen
+
+        self.app.push_screen(SessionsScreen(session.parent, report_on=[session]))
 
     def action_leave(self) -> None:
         if self.finished:
