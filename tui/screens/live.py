@@ -17,6 +17,7 @@ from flowdeck.engine import (
     Change,
     EventKind,
     FlowdeckError,
+    NodeFault,
     NullSink,
     RunEvent,
     RunSummary,
@@ -37,11 +38,13 @@ from flowdeck.tui.messages import (
 )
 from flowdeck.tui.model import RunHistory
 from flowdeck.tui.screens.help import HelpScreen, rows_for
+from flowdeck.tui.screens.node_fault import FaultControl, NodeFaultPrompt
 from flowdeck.tui.screens.prompt import ChangePrompt, ConfirmStop
 from flowdeck.tui.source import RunControl
 from flowdeck.tui.widgets.dashboard import Dashboard
 from flowdeck.tui.widgets.event_log import EventLog
 from flowdeck.tui.widgets.latency_chart import LatencyChart
+from flowdeck.tui.widgets.node_strip import NodeStrip, short_names
 
 #: Terminal width from which the dashboard spreads out.
 WIDE_COLUMNS = 140
@@ -95,6 +98,12 @@ def rewrap_events(screen: Screen[None], history: RunHistory) -> None:
 REPORT_KEY = KeyRow("g", "report_session", "report on this run's session (after the run)", "Run")
 
 
+#: Breaks the broker rather than steering the load: listed with the run's keys.
+NODE_KEY = KeyRow(
+    "k", "node_fault", "kill a node of the private cluster, or start a dead one (asks)", "Run"
+)
+
+
 class LiveScreen(Screen[None]):
     """The run as it goes. Every steering key posts a ChangeRequested; the controller
     resolves it, the settings bar shows it pending until the workers report it in force.
@@ -103,12 +112,13 @@ class LiveScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         *bindings(),
         *bindings((REPORT_KEY,)),
+        *bindings((NODE_KEY,)),
         Binding("escape", "leave", "back", show=False),
     ]
     #: The autopilot started with ``o`` (while it searches, and after).
     autopilot: Autopilot | None = None
     DEFAULT_CSS = narrow_css("LiveScreen")
-    HELP_ROWS = (*KEY_TABLE, REPORT_KEY)
+    HELP_ROWS = (*KEY_TABLE, REPORT_KEY, NODE_KEY)
 
     def __init__(self, control: RunControl, *, start: bool = True) -> None:
         super().__init__()
@@ -120,6 +130,7 @@ class LiveScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Dashboard(self.control.spec.name, id="dashboard")
+        yield NodeStrip(id="node-strip")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -177,6 +188,7 @@ class LiveScreen(Screen[None]):
     def broker_sample_received(self, message: BrokerSampleReceived) -> None:
         self.history.add_broker(message.sample)
         self.dashboard.show_broker(self.history)
+        self.query_one(NodeStrip).show(self.history)
 
     @on(EventReceived)
     def event_received(self, message: EventReceived) -> None:
@@ -362,6 +374,39 @@ class LiveScreen(Screen[None]):
         from flowdeck.tui.screens.sessions import SessionsScreen
 
         self.app.push_screen(SessionsScreen(session.parent, report_on=[session]))
+
+    def action_node_fault(self) -> None:
+        """Kill a node of the cluster flowdeck runs, or start a dead one again, through
+        the same code as a schedule's ``fault`` step (asks which, then confirms)."""
+        if self.finished:
+            self.notify("the run has ended; no node to kill", severity="warning")
+            return
+        control = self.control
+        local = control.local_nodes if isinstance(control, FaultControl) else None
+        if local is None or not isinstance(control, FaultControl):
+            self.notify(
+                "the run's broker is not a node or cluster flowdeck runs, so no node of it is "
+                "killed from here; for node-loss drills start one (flowdeck broker start "
+                "--nodes 3) and run on it",
+                title="no node to kill",
+                severity="warning",
+                timeout=10,
+            )
+            return
+        nodes = [(n, node.nodename, node.running) for n, node in enumerate(local.nodes, 1)]
+        names = short_names([name for _, name, _ in nodes])
+
+        def answered(fault: NodeFault | None) -> None:
+            if fault is None:
+                return
+            try:
+                control.fault(fault, "operator")
+            except FlowdeckError as exc:
+                self.notify(str(exc), severity="error", title="fault refused")
+                return
+            self.show_schedule_state()
+
+        self.app.push_screen(NodeFaultPrompt(nodes, names), answered)
 
     def action_leave(self) -> None:
         if self.finished:
