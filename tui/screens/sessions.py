@@ -69,7 +69,7 @@ class SessionsScreen(Screen[None]):
         Binding("space", "mark", "mark", tooltip="mark the session for the report"),
         Binding("r", "report", "report", tooltip="report on the marked sessions"),
         Binding("l", "last_report", "last report", tooltip="show the last report's table"),
-        Binding("f5", "reload", "reload", tooltip="read the sessions list again"),
+        Binding("f5", "reload", "reload", show=False, tooltip="read the sessions list again"),
         Binding("escape", "app.pop_screen", "back"),
     ]
 
