@@ -1,14 +1,20 @@
 """The per-phase table of a run, as the run ends: the figures the report computes, live.
 
 A script reading ``flowdeck run --json`` and a reader of the Spark report must see the same
-figures for a phase, so this module follows the report's rules (``spark_reports.measure``,
-stated in ``docs/reports.md``) on the snapshots the controller received:
+figures for a phase, so this module does not compute them itself: it turns the snapshots
+the controller received into the rows the recorder writes and hands them to the report's
+own statistics (``spark_reports.stats`` and ``spark_reports.active``, rules stated in
+``docs/reports.md``):
 
-* a snapshot belongs to the phase in which its interval ended (``start < at <= end``) and
-  to the run second ``floor(at - run start)``;
-* rates: per worker and second, messages / interval length, leaving out intervals shorter
-  than :data:`MIN_INTERVAL_S` (the run's cut-short last one); summed over workers per
-  second; per phase the mean, population standard deviation and minimum over seconds;
+* a snapshot belongs to the run second holding the middle of its interval, the second to
+  the phase in force at its middle;
+* msg/s (``*_rate_mean``): messages over the clients' active time in the phase — the run
+  summary's basis (published / first to last send, confirmed / first send to last
+  confirm, consumed / first to last delivery); until the run's summary says when the
+  clients were active, the run's start and where publishing stopped stand in;
+* per second: per worker messages / interval length, leaving out intervals shorter than
+  half a second (the run's cut-short last one), summed over workers; per phase their
+  population standard deviation and minimum (how steady);
 * target: per second the summed ``target_rate`` (none when a worker had 0); per phase the
   mean over its seconds not paused, when each of them has one;
 * gauges (pending confirms, unacked, blocked): per worker the second's last value, summed;
@@ -35,12 +41,20 @@ from hdrh.histogram import HdrHistogram
 from flowdeck.engine.aggregate import latency_percentiles, merge_latency
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKey
-from flowdeck.engine.progress import Percentiles
+from flowdeck.engine.progress import Percentiles, RunSummary
 from flowdeck.engine.sinks import NullSink, RunStarted
-from flowdeck.engine.snapshot import ClientSnapshot, Counters
+from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters
+from flowdeck.spark_reports import active, stats
+from flowdeck.spark_reports.phases import (
+    AFTER_EVERYTHING_US,
+    BEFORE_EVERYTHING_US,
+    Phase,
+    middle_of,
+    phase_at,
+    second_of,
+    to_us,
+)
 
-#: Client intervals shorter than this are left out of rates and gauges (as in the report).
-MIN_INTERVAL_S = 0.5
 #: Seconds a snapshot's latency waits before it is merged into a phase: a change's phase
 #: event comes once every worker said it is in force, which can be after snapshots taken
 #: later than the boundary arrived.
@@ -52,9 +66,12 @@ DRAIN_LABEL = "drain"
 class PhaseFigures:
     """One phase of a run: when it was, what was asked and achieved, its latency.
 
-    Rates in msg/s (mean, population sd and minimum over the phase's seconds), times in
-    seconds since the run started; ``target_rate`` is None when publishers had no rate limit
-    (or were paused throughout); ``drain`` marks the seconds after publishing stopped.
+    ``*_rate_mean``: msg/s on the run summary's basis, messages over the clients' active
+    time in the phase (``published`` over ``publish_s`` ...); ``*_rate_sd`` and
+    ``*_rate_min``: the population standard deviation and minimum of the phase's
+    per-second rates (how steady). Times in seconds since the run started;
+    ``target_rate`` is None when publishers had no rate limit (or were paused
+    throughout); ``drain`` marks the seconds after publishing stopped.
     """
 
     index: int
@@ -80,6 +97,13 @@ class PhaseFigures:
     blocked_s: int
     paused_s: int
     latency: Mapping[LatencyKey, Percentiles] = field(default_factory=dict)
+    published: int = 0
+    confirmed: int = 0
+    consumed: int = 0
+    #: The clients' active time in the phase, the rates' denominators.
+    publish_s: float = 0.0
+    confirm_s: float = 0.0
+    consume_s: float = 0.0
 
     def to_json(self) -> dict[str, Any]:
         out = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -88,21 +112,6 @@ class PhaseFigures:
         }
         del out["latency"]
         return out
-
-
-@dataclass(frozen=True, slots=True)
-class _Row:
-    """What the table keeps of one snapshot: its interval's deltas and gauges."""
-
-    worker: int
-    at: float
-    interval: float
-    delta: Counters
-    pending_confirms: int
-    unacked: int
-    blocked: int
-    target_rate: float
-    paused: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,12 +127,13 @@ class PhaseTable(NullSink):
 
     def __init__(self) -> None:
         self._started_at: float | None = None
-        self._rows: list[_Row] = []
+        self._rows: list[stats.Row] = []
         self._last: dict[int, Counters] = {}
         self._boundaries: list[_Boundary] = []
         self._drained = False
         self._held: deque[ClientSnapshot] = deque()
         self._latency: dict[int, dict[LatencyKey, HdrHistogram]] = {}
+        self._active: ActiveTimes | None = None
 
     # -- as a sink ---------------------------------------------------------------------------
 
@@ -136,26 +146,36 @@ class PhaseTable(NullSink):
     def on_event(self, event: RunEvent) -> None:
         self.add_event(event)
 
+    def on_finish(self, summary: RunSummary) -> None:
+        self._active = summary.active
+
     # -- feeding -----------------------------------------------------------------------------
 
     def add_snapshot(self, snap: ClientSnapshot) -> None:
+        """Keep the snapshot as the recorder writes it: a client row of its interval."""
         previous = self._last.get(snap.worker)
         delta = snap.counters if previous is None else snap.counters - previous
         if any(getattr(delta, name) < 0 for name in Counters.__dataclass_fields__):
             delta = snap.counters  # the worker's counters started again from zero
         self._last[snap.worker] = snap.counters
+        settings = snap.settings
         self._rows.append(
-            _Row(
-                worker=snap.worker,
-                at=snap.at,
-                interval=snap.interval,
-                delta=delta,
-                pending_confirms=snap.pending_confirms,
-                unacked=snap.unacked,
-                blocked=snap.blocked,
-                target_rate=snap.target_rate,
-                paused=snap.settings.paused,
-            )
+            {
+                "worker": snap.worker,
+                "t_us": to_us(snap.at),
+                "interval_s": snap.interval,
+                "published": delta.published,
+                "confirmed": delta.confirmed,
+                "consumed": delta.consumed,
+                "nacked": delta.nacked,
+                "returned": delta.returned,
+                "pending_confirms": snap.pending_confirms,
+                "unacked": snap.unacked,
+                "blocked_connections": snap.blocked,
+                "target_rate": snap.target_rate,
+                "paused": settings.paused,
+                **{name: getattr(settings, name) for name in stats.SETTINGS},
+            }
         )
         self._held.append(snap)
         self._merge_held(older_than=snap.at - HOLD_S)
@@ -180,25 +200,57 @@ class PhaseTable(NullSink):
         if start is None:
             return []
         bounds = self._phase_bounds()
-        end_of_run = ended if ended is not None else max((r.at for r in self._rows), default=start)
+        end_of_run = (
+            ended
+            if ended is not None
+            else max((r["t_us"] / 1e6 for r in self._rows), default=start)
+        )
+        phases = _phases(bounds, start, ended)
+        start_us = to_us(start)
+        seconds = stats.client_seconds(self._rows, "", start_us, phases)
+        throughput = active.phase_throughput(
+            self._rows,
+            start_us,
+            phases,
+            self._spans(start_us, bounds, ended),
+            paused_seconds={row["sec"] for row in seconds if row["paused"]},
+        )
+        client = {
+            row["phase"]: row
+            for row in stats.phase_client_stats(
+                seconds, {("", index): row for index, row in throughput.items()}
+            )
+        }
         out = []
         for position, boundary in enumerate(bounds):
-            rows = [r for r in self._rows if self._phase_of(r.at, bounds) == position]
             finish = bounds[position + 1].at if position + 1 < len(bounds) else end_of_run
-            histograms = self._latency.get(position, {})
             out.append(
                 _figures(
                     boundary,
-                    rows,
-                    start=start,
-                    begin=max(boundary.at, start),
-                    finish=finish,
-                    latency=latency_percentiles(histograms),
+                    client.get(position, {}),
+                    start_s=round(max(boundary.at, start) - start, 3),
+                    end_s=round(finish - start, 3),
+                    latency=latency_percentiles(self._latency.get(position, {})),
                 )
             )
         return out
 
     # -- inside --------------------------------------------------------------------------------
+
+    def _spans(
+        self, start_us: int, bounds: list[_Boundary], ended: float | None
+    ) -> active.ActiveSpans:
+        """The summary's active times once the run said them; until then the run's start
+        and where publishing stopped (the report's rule for a session without them)."""
+        if self._active is not None:
+            a = self._active
+            return active.ActiveSpans.from_times(
+                a.first_publish, a.last_publish, a.last_confirm, a.first_consume, a.last_consume
+            )
+        drain = next((to_us(b.at) for b in bounds if b.drain), None)
+        return active.ActiveSpans.of_session(
+            None, start_us, drain, None if ended is None else to_us(ended)
+        )
 
     def _phase_bounds(self) -> list[_Boundary]:
         start = self._started_at or 0.0
@@ -207,111 +259,85 @@ class PhaseTable(NullSink):
             bounds.insert(0, _Boundary(0, "start", start))
         return bounds
 
-    @staticmethod
-    def _phase_of(at: float, bounds: list[_Boundary]) -> int:
-        """Position of the phase whose (start, end] holds ``at``; the first and last phase
-        are open at the run's ends."""
-        position = 0
-        for i in range(1, len(bounds)):
-            if at > bounds[i].at:
-                position = i
-        return position
-
     def _merge_held(self, older_than: float) -> None:
         if self._started_at is None:
             return
-        bounds = self._phase_bounds()
+        start_us = to_us(self._started_at)
+        phases = _phases(self._phase_bounds(), self._started_at, None)
         while self._held and self._held[0].at < older_than:
             snap = self._held.popleft()
-            position = self._phase_of(snap.at, bounds)
+            second = second_of(to_us(snap.at), start_us)
+            position = phase_at(phases, middle_of(second, start_us)).index
             merged = self._latency.get(position)
             self._latency[position] = merge_latency([snap], merged)
 
 
+def _phases(bounds: list[_Boundary], start: float, ended: float | None) -> list[Phase]:
+    """The boundaries as the report's phases (indexed by position): ``[start, end)``, the
+    first open to the past and the last to the future."""
+    starts = [to_us(max(b.at, start)) for b in bounds]
+    phases = []
+    for position, boundary in enumerate(bounds):
+        last = position == len(bounds) - 1
+        phases.append(
+            Phase(
+                index=position,
+                label=boundary.label,
+                start_us=BEFORE_EVERYTHING_US if position == 0 else starts[position],
+                end_us=AFTER_EVERYTHING_US if last else starts[position + 1],
+                begin_us=starts[position],
+                finish_us=(None if ended is None else to_us(ended))
+                if last
+                else starts[position + 1],
+                drain=boundary.drain,
+            )
+        )
+    return phases
+
+
+def _number(row: stats.Row, name: str) -> float:
+    value = row.get(name)
+    return 0.0 if value is None else float(value)
+
+
 def _figures(
     boundary: _Boundary,
-    rows: list[_Row],
+    row: stats.Row,
     *,
-    start: float,
-    begin: float,
-    finish: float,
+    start_s: float,
+    end_s: float,
     latency: Mapping[LatencyKey, Percentiles],
 ) -> PhaseFigures:
-    """One phase's figures from its rows, by the report's rules (module docstring)."""
-    # (second, worker) -> the rows of that worker ending in that second
-    cells: dict[tuple[int, int], list[_Row]] = {}
-    for row in rows:
-        if row.interval >= MIN_INTERVAL_S:
-            cells.setdefault((math.floor(row.at - start), row.worker), []).append(row)
-    seconds: dict[int, dict[str, Any]] = {}
-    for (second, _worker), cell in sorted(cells.items()):
-        interval = sum(r.interval for r in cell)
-        last = max(cell, key=lambda r: r.at)
-        figures = seconds.setdefault(
-            second,
-            {
-                "publish": 0.0,
-                "confirm": 0.0,
-                "consume": 0.0,
-                "pending": 0,
-                "unacked": 0,
-                "blocked": 0,
-                "target": 0.0,
-                "min_target": math.inf,
-                "paused": False,
-            },
-        )
-        figures["publish"] += sum(r.delta.published for r in cell) / interval
-        figures["confirm"] += sum(r.delta.confirmed for r in cell) / interval
-        figures["consume"] += sum(r.delta.consumed for r in cell) / interval
-        figures["pending"] += last.pending_confirms
-        figures["unacked"] += last.unacked
-        figures["blocked"] += last.blocked
-        figures["target"] += last.target_rate
-        figures["min_target"] = min(figures["min_target"], last.target_rate)
-        figures["paused"] = figures["paused"] or last.paused
-    per_second = list(seconds.values())
-
-    def stats(name: str) -> tuple[float, float, float]:
-        values = [s[name] for s in per_second]
-        if not values:
-            return 0.0, 0.0, 0.0
-        mean = sum(values) / len(values)
-        sd = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-        return mean, sd, min(values)
-
-    running = [s for s in per_second if not s["paused"]]
-    targets = [s["target"] for s in running if s["min_target"] > 0]
-    target = (
-        sum(targets) / len(targets)
-        if running and len(targets) == len(running) and not boundary.drain
-        else None
-    )
-    publish, confirm, consume = stats("publish"), stats("confirm"), stats("consume")
-    pending = [s["pending"] for s in per_second]
-    unacked = [s["unacked"] for s in per_second]
+    """One phase's figures from the report's statistics of it (an empty ``row``: none)."""
+    target = row.get("target_rate")
     return PhaseFigures(
         index=boundary.index,
         label=boundary.label,
-        start_s=round(begin - start, 3),
-        end_s=round(finish - start, 3),
+        start_s=start_s,
+        end_s=end_s,
         drain=boundary.drain,
-        seconds=len(per_second),
-        target_rate=target,
-        publish_rate_mean=publish[0],
-        publish_rate_sd=publish[1],
-        publish_rate_min=publish[2],
-        confirm_rate_mean=confirm[0],
-        confirm_rate_sd=confirm[1],
-        confirm_rate_min=confirm[2],
-        consume_rate_mean=consume[0],
-        consume_rate_sd=consume[1],
-        consume_rate_min=consume[2],
-        pending_confirms_mean=sum(pending) / len(pending) if pending else 0.0,
-        pending_confirms_max=max(pending, default=0),
-        unacked_mean=sum(unacked) / len(unacked) if unacked else 0.0,
-        unacked_max=max(unacked, default=0),
-        blocked_s=sum(1 for s in per_second if s["blocked"] > 0),
-        paused_s=sum(1 for s in per_second if s["paused"]),
+        seconds=int(row.get("seconds") or 0),
+        target_rate=None if target is None or boundary.drain else float(target),
+        publish_rate_mean=_number(row, "publish_rate_mean"),
+        publish_rate_sd=_number(row, "publish_rate_sd"),
+        publish_rate_min=_number(row, "publish_rate_min"),
+        confirm_rate_mean=_number(row, "confirm_rate_mean"),
+        confirm_rate_sd=_number(row, "confirm_rate_sd"),
+        confirm_rate_min=_number(row, "confirm_rate_min"),
+        consume_rate_mean=_number(row, "consume_rate_mean"),
+        consume_rate_sd=_number(row, "consume_rate_sd"),
+        consume_rate_min=_number(row, "consume_rate_min"),
+        pending_confirms_mean=_number(row, "pending_confirms_mean"),
+        pending_confirms_max=int(row.get("pending_confirms_max") or 0),
+        unacked_mean=_number(row, "unacked_mean"),
+        unacked_max=int(row.get("unacked_max") or 0),
+        blocked_s=int(row.get("blocked_s") or 0),
+        paused_s=int(row.get("paused_s") or 0),
         latency=latency,
+        published=int(row.get("published") or 0),
+        confirmed=int(row.get("confirmed") or 0),
+        consumed=int(row.get("consumed") or 0),
+        publish_s=_number(row, "publish_s"),
+        confirm_s=_number(row, "confirm_s"),
+        consume_s=_number(row, "consume_s"),
     )

@@ -161,6 +161,8 @@ class RunSummary:
             "confirm_seconds": round(self.active.confirm_seconds, 6),
             "consume_seconds": round(self.active.consume_seconds, 6),
             "rate_meaning": RATE_MEANING,
+            # The spans' ends (unix seconds): the report splits them over the phases.
+            "active": asdict(self.active),
             "latency_ms": {
                 f"{kind.value}_{basis.value}": asdict(p)
                 for (kind, basis), p in self.latency.items()

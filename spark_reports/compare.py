@@ -188,7 +188,8 @@ def comparison_table(all_figures: Sequence[SessionFigures]) -> Table:
             columns=(title, *columns),
             rows=tuple(rows),
             note="One column group per run, named by what sets it apart. msg/s = mean "
-            "consume rate; latency end-to-end from the actual send. A value several phases "
+            "consume rate (messages / the consumers' active time in the phase); latency "
+            "end-to-end from the actual send. A value several phases "
             "ran at shows its steady phase (not catching up on a backlog, not overloaded), "
             "as the recommendation does; a run that did not sweep shows its one value.",
         )
@@ -209,7 +210,8 @@ def comparison_table(all_figures: Sequence[SessionFigures]) -> Table:
         columns=("settings", *columns),
         rows=tuple(rows2),
         note="No run sweeps a setting: phases are matched by the settings they ran at "
-        "(the first phase of a run at those settings), the drain with the drain.",
+        "(the first phase of a run at those settings), the drain with the drain. msg/s = "
+        "mean consume rate (messages / the consumers' active time in the phase).",
     )
 
 
@@ -276,6 +278,9 @@ def sessions_table(all_figures: Sequence[SessionFigures]) -> Table:
         title="Runs side by side (whole run)",
         columns=("", *names),
         rows=tuple((label, *values) for label, values in metrics),
-        note="Each column is a run, named by what sets it apart from the others. e2e latency "
-        "from the actual send, merged over the whole run.",
+        note="Each column is a run, named by what sets it apart from the others. msg/s "
+        "(mean) = messages / the clients' active time (published / first to last send, "
+        "confirmed / first send to last confirm, consumed / first to last delivery), as "
+        "the run's summary and `flowdeck sessions show` give it. e2e latency from the "
+        "actual send, merged over the whole run.",
     )

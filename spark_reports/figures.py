@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from flowdeck.spark_reports.faults import DataSafety, Fault, faults
-from flowdeck.spark_reports.measure import Measurements
+from flowdeck.spark_reports.measure import Measurements, active_spans
 from flowdeck.spark_reports.phases import Phase
 from flowdeck.spark_reports.sessions import Session
 from flowdeck.spark_reports.stats import PERCENTILES, Row
@@ -87,6 +87,8 @@ class SessionFigures:
     faults: tuple[Fault, ...] = ()
     safety: DataSafety | None = None
     fan_out: int = 1
+    #: The rates' active time came from the run's own times (else from its bounds).
+    active_recorded: bool = False
 
 
 def _by(rows: Sequence[Row], *keys: str) -> dict[tuple[Any, ...], Row]:
@@ -160,6 +162,7 @@ def build_figures(
                 faults=tuple(faults(session.events, session.manifest.start, consumed[session.key])),
                 safety=DataSafety.from_summary(session.manifest.summary),
                 fan_out=fan_out,
+                active_recorded=active_spans(session).recorded,
             )
         )
     return result
@@ -262,13 +265,42 @@ def rounded(value: Any, places: int = 3) -> Cell:
     return str(value)
 
 
+#: The throughput table's rate columns: (column, figure key) per rate; "mean" is msg/s on
+#: the run summary's basis, "per-second sd/min" say how steady the phase's seconds were.
+RATE_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (f"{rate} {column}", f"{rate}_{key}")
+    for rate in ("publish", "confirm", "consume")
+    for column, key in (
+        ("mean", "rate_mean"),
+        ("per-second sd", "rate_sd"),
+        ("per-second min", "rate_min"),
+    )
+)
+#: Messages and active seconds per phase: mean = messages / active s.
+ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = tuple(
+    (f"{what} {column}", key)
+    for what, count in (
+        ("publish", "published"),
+        ("confirm", "confirmed"),
+        ("consume", "consumed"),
+    )
+    for column, key in (("messages", count), ("active s", f"{what}_s"))
+)
+#: What "mean" msg/s means in every table of the report (the run summary's basis).
+MEAN_MEANING = (
+    "mean msg/s = messages / the clients' active time in the phase (published / first to "
+    "last send, confirmed / first send to last confirm, consumed / first to last delivery, "
+    "each clipped to the phase's rows), the basis of the run's summary and of "
+    "`flowdeck sessions show`"
+)
+
+
 def throughput_table(figures: SessionFigures) -> Table:
     columns = (
         "phase", "label", "start s", "duration s", "inflight", "prefetch", "ack every",
         "publishers", "consumers", "target msg/s",
-        "publish mean", "publish sd", "publish min",
-        "confirm mean", "confirm sd", "confirm min",
-        "consume mean", "consume sd", "consume min",
+        *(name for name, _ in RATE_COLUMNS),
+        *(name for name, _ in ACTIVE_COLUMNS),
     )  # fmt: skip
     rows = []
     for p in figures.phases:
@@ -282,11 +314,8 @@ def throughput_table(figures: SessionFigures) -> Table:
                 *(rounded(c.get(k)) for k in
                   ("inflight", "prefetch", "ack_every", "publishers", "consumers")),
                 rounded(c.get("target_rate")),
-                *(
-                    rounded(c.get(f"{rate}_rate_{stat}"))
-                    for rate in ("publish", "confirm", "consume")
-                    for stat in ("mean", "sd", "min")
-                ),
+                *(rounded(c.get(key)) for _, key in RATE_COLUMNS),
+                *(rounded(c.get(key)) for _, key in ACTIVE_COLUMNS),
             )
         )  # fmt: skip
     return Table(
@@ -294,10 +323,37 @@ def throughput_table(figures: SessionFigures) -> Table:
         title=f"{figures.session.title}: throughput per phase (msg/s)",
         columns=columns,
         rows=tuple(rows),
-        note="Mean, population standard deviation and minimum over the phase's seconds; "
-        "target is the mean over the seconds not paused, empty when publishers have no rate "
-        "limit. The drain phase is the seconds after publishing stopped at the run's end.",
+        note=f"{MEAN_MEANING}; so the phases' messages and active seconds add up to the "
+        "whole run's (below). Per-second sd and min: population standard deviation and "
+        "minimum of the phase's per-second rates, how steady it ran. Target is the mean "
+        "over the seconds not paused, empty when publishers have no rate limit. The drain "
+        "phase is the seconds after publishing stopped at the run's end.",
+        reasoning=whole_run_lines(figures),
     )
+
+
+def whole_run_lines(figures: SessionFigures) -> tuple[str, ...]:
+    """The whole run's msg/s, as the run's summary and `flowdeck sessions show` give them,
+    and what they divide."""
+    whole = figures.whole
+    if not whole.get("publish_s") and not whole.get("consume_s"):
+        return ()
+    spans = (
+        "the run's own first and last send, confirm and delivery"
+        if figures.active_recorded
+        else "the run's bounds (the session kept no active times: start to publishing "
+        "stopped, consume to the run's end)"
+    )
+    parts = [
+        f"{what} {whole.get(f'{what}_rate_mean') or 0.0:,.1f} msg/s "
+        f"({int(whole.get(count) or 0):,} over {float(whole.get(f'{what}_s') or 0.0):.2f} s)"
+        for what, count in (
+            ("publish", "published"),
+            ("confirm", "confirmed"),
+            ("consume", "consumed"),
+        )
+    ]
+    return (f"whole run: {', '.join(parts)}; active time from {spans}",)
 
 
 def latency_table(figures: SessionFigures) -> Table:
@@ -406,7 +462,8 @@ def sweep_table(figures: SessionFigures, sweep: Sweep) -> Table:
             "verdict", "phase",
         ),
         rows=tuple(rows),
-        note="msg/s = mean consume rate; latency = end-to-end from the actual send. "
+        note="msg/s = mean consume rate (messages / the consumers' active time in the "
+        "phase); latency = end-to-end from the actual send. "
         "% of rate = in-flight limit as a share of the per-publisher target rate. "
         "The recommendation ranks msg/s capped at the phase's target (a mean above it is "
         "catch-up on a backlog); the drain after publishing stopped is not a row.",

@@ -13,9 +13,11 @@ Rules (``docs/reports.md`` states them for readers of a report):
   of its one-second interval lies, ``floor(ts - 0.5 s - run start)``; every worker-second
   belongs to the phase in force at the middle of its second. So one second is never split
   between two phases, whatever the offsets of the workers' snapshots or of the change.
-* Rates: per worker and second, messages / interval length (rows covering less than
-  half a second, like the run's cut-short last interval, are left out); summed over
-  workers per second; per phase the mean, population standard deviation and minimum over seconds.
+* Rates (msg/s): per phase and for the whole run, messages over the clients' active time,
+  the run summary's basis (``spark_reports.active``). Per second: per worker, messages /
+  interval length (rows covering less than half a second, like the run's cut-short last
+  interval, are left out), summed over workers; per phase their population standard
+  deviation and minimum, how steady the phase ran.
 * Client counts and settings (publishers, consumers, in-flight limit...): each worker records
   the run's whole figure, so a second has the largest over its workers, not their sum.
 * Paused: a worker-second is paused when publishing was paused at either end of its
@@ -47,7 +49,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from flowdeck.engine.recording.format import BROKER_DIR, CLIENT_DIR, LATENCY_DIR
-from flowdeck.spark_reports import stats
+from flowdeck.spark_reports import active, stats
 from flowdeck.spark_reports.phases import HALF_SECOND_US
 from flowdeck.spark_reports.sessions import Session, read_table, small_table
 from flowdeck.spark_reports.stats import Row
@@ -190,15 +192,39 @@ def _small_rows(
     return rows
 
 
+def active_spans(session: Session) -> active.ActiveSpans:
+    """When the session's clients were active: the summary's first and last send, confirm
+    and delivery, or, for a session that kept none, the run's bounds."""
+    last = session.phases[-1]
+    return active.ActiveSpans.of_session(
+        session.manifest.summary,
+        session.start_us,
+        last.begin_us if last.drain else None,
+        last.finish_us,
+    )
+
+
 def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
     """Reduce the sessions: the latency buckets with Spark (two jobs: summed per phase and
     value, and each second's chart percentiles), the small tables (a row per worker-second
     or poll) on the driver; then every statistic from those."""
     seconds: list[Row] = []
     fresh: list[Row] = []
+    throughput: dict[tuple[str, int], Row] = {}
+    whole: dict[str, Row] = {}
     for session in sessions:
         client = _small_rows(spark, session, CLIENT_DIR, CLIENT_COLUMNS)
-        seconds += stats.client_seconds(client, session.key, session.start_us, session.phases)
+        mine = stats.client_seconds(client, session.key, session.start_us, session.phases)
+        seconds += mine
+        per_phase = active.phase_throughput(
+            client,
+            session.start_us,
+            session.phases,
+            active_spans(session),
+            paused_seconds={row["sec"] for row in mine if row["paused"]},
+        )
+        throughput.update({(session.key, index): row for index, row in per_phase.items()})
+        whole[session.key] = active.whole_throughput(per_phase.values())
         polls = _small_rows(spark, session, BROKER_DIR, BROKER_COLUMNS)
         fresh += [row for row in polls if row["stale_reason"] == ""]
     polls_by_session = stats.chosen_polls(fresh)
@@ -225,10 +251,10 @@ def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
         for row in rows
     ]  # fmt: skip
     return Measurements(
-        phase_client=stats.phase_client_stats(seconds),
+        phase_client=stats.phase_client_stats(seconds, throughput),
         phase_latency=stats.latency_percentiles(buckets, ["session", "phase"]),
         session_latency=stats.latency_percentiles(buckets, ["session"]),
-        session_client=stats.session_client_stats(seconds),
+        session_client=stats.session_client_stats(seconds, whole),
         phase_broker=stats.phase_broker_stats(polls_by_session, starts),
         seconds=seconds,
         second_latency=second_latency,

@@ -100,22 +100,28 @@ def client_seconds(
     return result
 
 
-def phase_client_stats(seconds: Iterable[Row]) -> list[Row]:
-    """Per session and phase: rate means, population standard deviations and minima over
-    its seconds, the target over its seconds not paused (when each of them has one), gauge
-    means and maxima, blocked and paused seconds, and each setting's most common value."""
+def phase_client_stats(
+    seconds: Iterable[Row], throughput: Mapping[tuple[str, int], Row]
+) -> list[Row]:
+    """Per session and phase: messages, active seconds and rate means on the summary's
+    basis (``throughput``: :func:`spark_reports.active.phase_throughput` per session and
+    phase), population standard deviations and minima of the rates over its seconds (how
+    steady), the target over its seconds not paused (when each of them has one), gauge
+    means and maxima, blocked and paused seconds, and each setting's most common value.
+    A phase in ``throughput`` with no whole second of its own (a drain holding only the
+    run's cut-short last interval) gets its messages and rates, and no second figures."""
     result = []
-    for (session, phase), rows in _grouped(seconds, "session", "phase").items():
+    grouped = _grouped(seconds, "session", "phase")
+    for key in sorted(set(grouped) | set(throughput)):
+        session, phase = key
+        rows = grouped.get(key, [])
         running = [r for r in rows if not r.get("paused")]
         stats: Row = {"session": session, "phase": phase, "seconds": len(rows)}
-        stats["publish_rate_unpaused_mean"] = _mean(_known(running, "publish_rate"))
+        stats.update(throughput.get(key, {}))
         for name in ("publish_rate", "confirm_rate", "consume_rate"):
             values = _known(rows, name)
-            stats[f"{name}_mean"] = _mean(values)
             stats[f"{name}_sd"] = statistics.pstdev(values) if values else None
             stats[f"{name}_min"] = min(values, default=None)
-        stats["nack_rate_mean"] = _mean(_known(rows, "nack_rate"))
-        stats["return_rate_mean"] = _mean(_known(rows, "return_rate"))
         targets = _known(running, "target_rate")
         # Paused seconds have no target and are left out; a second publishing without one
         # (no rate limit, or a 1.0/1.1 session's drain) leaves the phase without.
@@ -134,18 +140,19 @@ def phase_client_stats(seconds: Iterable[Row]) -> list[Row]:
     return result
 
 
-def session_client_stats(seconds: Iterable[Row]) -> list[Row]:
-    """Per session: seconds with data, whole-run rate means, the largest pending confirms
-    and the seconds with a blocked connection."""
+def session_client_stats(seconds: Iterable[Row], whole: Mapping[str, Row]) -> list[Row]:
+    """Per session: seconds with data, the whole run's messages, active seconds and rate
+    means (``whole``: :func:`spark_reports.active.whole_throughput` per session), the
+    largest pending confirms and the seconds with a blocked connection."""
     result = []
-    for (session,), rows in _grouped(seconds, "session").items():
+    grouped = _grouped(seconds, "session")
+    for session in sorted({key for (key,) in grouped} | set(whole)):
+        rows = grouped.get((session,), [])
         result.append(
             {
                 "session": session,
                 "seconds": len({r["sec"] for r in rows}),
-                "publish_rate_mean": _mean(_known(rows, "publish_rate")),
-                "confirm_rate_mean": _mean(_known(rows, "confirm_rate")),
-                "consume_rate_mean": _mean(_known(rows, "consume_rate")),
+                **whole.get(session, {}),
                 "pending_confirms_max": max(_known(rows, "pending_confirms"), default=None),
                 "blocked_s": sum(1 for r in rows if (r.get("blocked_connections") or 0) > 0),
             }

@@ -8,6 +8,7 @@ import itertools
 import math
 import statistics
 from collections import defaultdict
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,8 @@ from flowdeck.engine.latency import (
     percentile_from_buckets,
 )
 from tests.spark_reports.synthetic import SyntheticSession
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def unix(row: dict[str, Any]) -> float:
@@ -95,7 +98,8 @@ def alarm_seconds(session: SyntheticSession, bounds: tuple[float, float]) -> flo
 def recompute_from_parquet(
     path: Path, run_start: float, boundaries: list[float]
 ) -> list[dict[str, Any]]:
-    """Per phase, every rate, client count and e2e latency figure of a session, read back
+    """Per phase, the per-second rate figures (sd, min; the means are :func:`active_rates`'),
+    client counts and e2e latency figures of a session, read back
     from its Parquet files with pyarrow and merged with HdrHistogram — no flowdeck code —
     by the rules ``docs/reports.md`` states: a row's second holds the middle of its
     one-second interval (``floor(ts - 0.5 s - start)``), a second belongs to the phase in
@@ -123,12 +127,72 @@ def recompute_from_parquet(
             for r in rows:
                 per_second[second(r)] += r[column] / r["interval_s"]
             values = list(per_second.values())
-            result[f"{name} mean"] = statistics.fmean(values)
-            result[f"{name} sd"] = statistics.pstdev(values)
-            result[f"{name} min"] = min(values)
+            result[f"{name} per-second sd"] = statistics.pstdev(values)
+            result[f"{name} per-second min"] = min(values)
         for kind, basis in (("e2e", "actual"), ("e2e", "intended"), ("confirm", "actual")):
             merged = hdr_merged([r for r in latency if phase(second(r)) == index], kind, basis)
             result[f"{kind} {basis} p99"] = merged.get_value_at_percentile(99)
             result[f"{kind} {basis} count"] = merged.get_total_count()
         figures.append(result)
     return figures
+
+
+def micros(row: dict[str, Any]) -> int:
+    """A row's ``ts`` as exact integer microseconds since the epoch."""
+    return (row["ts"] - EPOCH) // timedelta(microseconds=1)
+
+
+def active_rates(
+    path: Path,
+    run_start: float,
+    boundaries: list[float],
+    spans: dict[str, tuple[float, float]],
+) -> tuple[list[dict[str, float]], dict[str, float]]:
+    """Per phase and for the whole run: messages, active seconds and msg/s of publish,
+    confirm and consume, read back from the session's Parquet files with pyarrow — no
+    flowdeck code — by the rule ``docs/reports.md`` states: every client row (short ones
+    too) belongs whole to the phase in force at the middle of its run second; a row's active
+    time is the part of its interval ``[ts - interval_s, ts]`` inside the span (``spans``:
+    first and last unix second per rate); a phase's active time is its rows' summed over
+    every worker, divided by the number of workers; msg/s = messages / active time. The
+    whole run sums the phases' messages and active times."""
+    client = pq.read_table(path / "client").to_pylist()
+    start_us = round(run_start * 1e6)
+    cuts_us = [round(b * 1e6) for b in boundaries]
+    workers = len({r["worker"] for r in client})
+    counted = {"publish": "published", "confirm": "confirmed", "consume": "consumed"}
+    messages: dict[tuple[int, str], int] = defaultdict(int)
+    covered: dict[tuple[int, str], int] = defaultdict(int)
+    for row in client:
+        end = micros(row)
+        begin = end - round(row["interval_s"] * 1e6)
+        second = (end - start_us - 500_000) // 1_000_000
+        phase = bisect.bisect_right(cuts_us, start_us + second * 1_000_000 + 500_000)
+        for name, column in counted.items():
+            first, last = (round(t * 1e6) for t in spans[name])
+            messages[(phase, name)] += row[column]
+            covered[(phase, name)] += max(0, min(end, last) - max(begin, first))
+    phases = []
+    for phase in range(len(boundaries) + 1):
+        figures: dict[str, float] = {}
+        for name in counted:
+            seconds = covered[(phase, name)] / (workers * 1_000_000)
+            figures[f"{name} messages"] = messages[(phase, name)]
+            figures[f"{name} active s"] = seconds
+            figures[f"{name} mean"] = messages[(phase, name)] / seconds if seconds > 0 else 0.0
+        phases.append(figures)
+    whole: dict[str, float] = {}
+    for name in counted:
+        total = sum(p[f"{name} messages"] for p in phases)
+        seconds = sum(p[f"{name} active s"] for p in phases)
+        whole[f"{name} messages"] = total
+        whole[f"{name} active s"] = seconds
+        whole[f"{name} mean"] = total / seconds if seconds > 0 else 0.0
+    return phases, whole
+
+
+def bounds_spans(session: SyntheticSession, drain: float | None) -> dict[str, tuple[float, float]]:
+    """The spans of a session that kept no active times: publish and confirm from the run's
+    start to where publishing stopped (``drain``, else the end), consume to the end."""
+    publishing = (session.start, session.end if drain is None else drain)
+    return {"publish": publishing, "confirm": publishing, "consume": (session.start, session.end)}

@@ -16,7 +16,7 @@ import pytest
 
 from flowdeck.spark_reports.build import Report, build_report
 from tests.spark_reports import expected as exp
-from tests.spark_reports.synthetic import PhasePlan, SyntheticSession, write_session
+from tests.spark_reports.synthetic import START, PhasePlan, SyntheticSession, write_session
 
 pytestmark = pytest.mark.spark
 
@@ -84,9 +84,21 @@ FAULTS = [
         "detail": {"alarm": "memory", "source": "prometheus"},
     },
 ]
+#: When the clients were active (seconds after the start), as a run's summary records it:
+#: not on a whole second, and inside what both workers' rows cover (worker 0 [0, 49] s,
+#: worker 1 [0.3, 49.3] s), as a real worker snapshots from before its first send to after
+#: its last delivery.
+ACTIVE = {"first_publish": 0.34, "last_publish": 48.93, "last_confirm": 48.96,
+          "first_consume": 0.37, "last_consume": 48.98}  # fmt: skip
 SUMMARY = {"safety": {"published": 9000, "confirmed": 8990, "nacked": 0, "returned": 0,
                       "consumed": 8993, "redelivered": 5, "duplicates": 3, "unconfirmed": 10,
-                      "lost": 0, "confirms": True}}  # fmt: skip
+                      "lost": 0, "confirms": True},
+           "active": {name: START + at for name, at in ACTIVE.items()}}  # fmt: skip
+SPANS = {
+    "publish": (START + ACTIVE["first_publish"], START + ACTIVE["last_publish"]),
+    "confirm": (START + ACTIVE["first_publish"], START + ACTIVE["last_confirm"]),
+    "consume": (START + ACTIVE["first_consume"], START + ACTIVE["last_consume"]),
+}
 LABELS = ["inflight=10", "inflight=20", "consumers=0", "consumers=1", "pause", "resume"]
 
 
@@ -120,17 +132,22 @@ def test_two_workers_figures_match_an_independent_recomputation(
 ) -> None:
     session = sessions["between"]
     want = exp.recompute_from_parquet(session.path, session.start, session.boundaries)
+    active, _ = exp.active_rates(session.path, session.start, session.boundaries, SPANS)
     rows = read_csv(report.out_dir / "between-snapshots-throughput.csv")
     assert [r["label"] for r in rows] == LABELS
     latency = read_csv(report.out_dir / "between-snapshots-latency.csv")
-    for row, figures in zip(rows, want, strict=True):
+    for row, figures, rates in zip(rows, want, active, strict=True):
         # each worker records the run's 2 publishers and 2 consumers: 2, not 4
         assert (int(row["publishers"]), int(row["consumers"])) == (2, 2)
         assert (figures["publishers"], figures["consumers"]) == (2, 2)
         for rate in ("publish", "confirm", "consume"):
-            for stat in ("mean", "sd", "min"):
+            for stat in ("per-second sd", "per-second min"):
                 column = f"{rate} {stat}"
                 assert float(row[column]) == round(figures[column], 3), (row["label"], column)
+            for column in (f"{rate} mean", f"{rate} active s"):
+                assert float(row[column]) == round(rates[column], 3), (row["label"], column)
+            column = f"{rate} messages"
+            assert int(row[column]) == rates[column], (row["label"], column)
         for kind in ("e2e actual", "e2e intended", "confirm actual"):
             (lat,) = (r for r in latency if r["label"] == row["label"] and r["latency"] == kind)
             assert float(lat["p99"]) == figures[f"{kind} p99"] / 1000, (row["label"], kind)
@@ -150,7 +167,7 @@ def test_a_boundary_between_two_workers_snapshots_splits_no_second(report: Repor
     throughput = read_csv(out / "between-snapshots-throughput.csv")
     # 10 whole seconds at 2 × 99 msg/s: no second split into two partial ones
     steady = throughput[1]
-    assert float(steady["publish min"]) > 180
+    assert float(steady["publish per-second min"]) > 180
 
 
 def test_the_recommendation_quotes_the_steady_phase_not_the_catch_up(report: Report) -> None:
@@ -204,4 +221,37 @@ def test_each_run_has_its_faults_and_what_it_lost(report: Report) -> None:
     assert table.reasoning == (
         "data safety: published 9,000, consumed 8,993; lost 0 (confirmed, never consumed), "
         "duplicated 3, unconfirmed at the end 10, nacked 0, returned 0, redelivered 5",
+    )
+
+
+def test_the_phases_add_up_to_the_whole_run_on_the_summarys_basis(
+    report: Report, sessions: dict[str, SyntheticSession]
+) -> None:
+    """msg/s = messages / the clients' active time, phase by phase and for the whole run:
+    the phases' messages and active seconds add up to the run's, which are every recorded
+    message over the summary's first-to-last spans."""
+    session = sessions["between"]
+    _, whole = exp.active_rates(session.path, session.start, session.boundaries, SPANS)
+    rows = read_csv(report.out_dir / "between-snapshots-throughput.csv")
+    for rate, column, span in (("publish", "published", SPANS["publish"]),
+                               ("confirm", "confirmed", SPANS["confirm"]),
+                               ("consume", "consumed", SPANS["consume"])):  # fmt: skip
+        recorded = sum(r[column] for r in session.client)
+        assert whole[f"{rate} messages"] == recorded
+        assert sum(int(r[f"{rate} messages"]) for r in rows) == recorded
+        # every worker's rows cover the span once: the phases share it out exactly
+        assert round(whole[f"{rate} active s"], 6) == round(span[1] - span[0], 6)
+        assert sum(float(r[f"{rate} active s"]) for r in rows) == pytest.approx(
+            span[1] - span[0], abs=0.0005 * len(rows)
+        )
+    table = next(t for t in report.tables if t.name == "between-snapshots-throughput")
+    (line,) = table.reasoning
+    assert line == (
+        f"whole run: publish {whole['publish mean']:,.1f} msg/s "
+        f"({whole['publish messages']:,} over {whole['publish active s']:.2f} s), "
+        f"confirm {whole['confirm mean']:,.1f} msg/s "
+        f"({whole['confirm messages']:,} over {whole['confirm active s']:.2f} s), "
+        f"consume {whole['consume mean']:,.1f} msg/s "
+        f"({whole['consume messages']:,} over {whole['consume active s']:.2f} s); "
+        "active time from the run's own first and last send, confirm and delivery"
     )

@@ -80,17 +80,23 @@ def test_throughput_per_phase_equals_the_independent_figures(
     session = sessions["quorum"]
     rows = read_csv(single.out_dir / "quorum-sweep-throughput.csv")
     assert [r["label"] for r in rows] == ["inflight=10", "inflight=20", "inflight=40"]
-    for row, bounds in zip(rows, exp.phase_bounds(session), strict=True):
+    # the synthetic session kept no active times: the run's bounds stand in
+    active, _ = exp.active_rates(
+        session.path, session.start, session.boundaries, exp.bounds_spans(session, None)
+    )
+    for row, bounds, want in zip(rows, exp.phase_bounds(session), active, strict=True):
         client = exp.rows_in(session.client, bounds)
         assert num(row["duration s"]) == 20
         assert num(row["target msg/s"]) == 200  # 2 workers × 100 msg/s
         assert int(row["publishers"]) == 2
         for column, name in (("published", "publish"), ("confirmed", "confirm"),
                              ("consumed", "consume")):  # fmt: skip
-            mean, sd, low = exp.rate_stats(client, column)
-            assert num(row[f"{name} mean"]) == round(mean, 3)
-            assert num(row[f"{name} sd"]) == round(sd, 3)
-            assert num(row[f"{name} min"]) == round(low, 3)
+            _, sd, low = exp.rate_stats(client, column)
+            assert num(row[f"{name} mean"]) == round(want[f"{name} mean"], 3)
+            assert num(row[f"{name} active s"]) == round(want[f"{name} active s"], 3) == 20
+            assert int(row[f"{name} messages"]) == want[f"{name} messages"]
+            assert num(row[f"{name} per-second sd"]) == round(sd, 3)
+            assert num(row[f"{name} per-second min"]) == round(low, 3)
 
 
 def test_latency_percentiles_are_exactly_the_hdr_merge(
@@ -218,13 +224,20 @@ def test_the_drain_is_a_phase_of_its_own_without_a_target(
     assert rows[3]["target msg/s"] == ""
     # Every figure of a phase is over its own seconds: the last load phase's publish mean
     # has no drain second in it (its paused seconds are, at 0 msg/s, as they happened).
-    for row, phase_bounds in zip(rows, bounds, strict=True):
+    drain_at = session.boundaries[-1]
+    active, _ = exp.active_rates(
+        session.path, session.start, session.boundaries, exp.bounds_spans(session, drain_at)
+    )
+    for row, phase_bounds, want in zip(rows, bounds, active, strict=True):
         client = exp.rows_in(session.client, phase_bounds)
         for column, name in (("published", "publish"), ("consumed", "consume")):
-            mean, sd, low = exp.rate_stats(client, column)
-            assert num(row[f"{name} mean"]) == round(mean, 3)
-            assert num(row[f"{name} sd"]) == round(sd, 3)
-            assert num(row[f"{name} min"]) == round(low, 3)
+            _, sd, low = exp.rate_stats(client, column)
+            assert num(row[f"{name} mean"]) == round(want[f"{name} mean"], 3)
+            assert num(row[f"{name} per-second sd"]) == round(sd, 3)
+            assert num(row[f"{name} per-second min"]) == round(low, 3)
+    # publishing stopped at the drain: no publish time in it, the consumers' 6 s
+    assert (num(rows[3]["publish active s"]), num(rows[3]["publish mean"])) == (0, 0)
+    assert num(rows[3]["consume active s"]) == 6
     flow = read_csv(drained.out_dir / "drained-sweep-flow.csv")
     assert [r["verdict"] for r in flow] == ["sustainable", "sustainable", "sustainable", "drain"]
     # 2 s paused and the second that resumed: 3 s with publishing paused in them
@@ -433,10 +446,8 @@ def test_phase_target_is_over_the_seconds_not_paused() -> None:
         *(second(1, s, 200.0 if s < 15 else None, 0) for s in range(10, 20)),
         *(second(2, s, None, 1) for s in range(20, 25)),  # paused throughout
     ]
-    stats = {r["phase"]: r for r in phase_client_stats(rows)}
+    stats = {r["phase"]: r for r in phase_client_stats(rows, {})}
     assert stats[0]["target_rate"] == 200.0
-    assert stats[0]["publish_rate_mean"] == 160.0  # the paused seconds count, at 0
-    assert stats[0]["publish_rate_unpaused_mean"] == 200.0  # what the target is compared with
     assert stats[1]["target_rate"] is None  # as before the drain event existed
     assert stats[2]["target_rate"] is None
     assert (stats[0]["paused_s"], stats[2]["paused_s"], stats[0]["publishers"]) == (2, 5, 2)
