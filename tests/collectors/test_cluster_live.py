@@ -1,9 +1,12 @@
 """A private 3-node cluster as a cockpit or `flowdeck run` holds one (through a Provisioner,
 in another process): every node's figures in one management sample, queues' leaders and
-members, a killed node shown down, and the cluster gone with its owner.
+members, a run's fault step killing the node whose management API it polls (the collector
+fails over; the node is started again), a killed node shown down, and the cluster gone
+with its owner.
 
 One cluster for the module (a start costs tens of seconds on 2 cores); the tests run in
-file order on it, the node kill and the owner's death last.
+file order on it, the node kill and the owner's death last. A test that kills a node
+before those brings it back and waits until it has rejoined.
 """
 
 from __future__ import annotations
@@ -182,6 +185,86 @@ async def test_prometheus_reads_each_nodes_raft_figures(cluster: LocalCluster) -
     # every node holds a member of the quorum queue: each has a term, the leader's >= 1
     assert all((n.raft_term_total or 0) >= 1 for n in sample.nodes)
     assert all(n.raft_commit_latency is not None for n in sample.nodes)
+
+
+async def test_a_fault_step_kills_the_node_whose_api_is_polled_and_the_figures_go_on(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """The drill as a run does it: a ``fault kill 3`` schedule step kills the node whose
+    management API the run polls; the collector moves to another node's API in the same
+    poll and says so once, and the samples stay fresh, node 3 shown down. Node 3 is then
+    started again through the same code (``fault start 3``) and has rejoined before the
+    next test, which needs all three."""
+    from flowdeck.collectors import Broker, LocalNodes
+    from flowdeck.engine.controller import Controller
+    from flowdeck.engine.events import EventKind, RunEvent
+    from flowdeck.engine.spec import RunSpec, schedule_step
+
+    victim = cluster.nodes[2]
+    spec = RunSpec(
+        name="failover-drill",
+        queue_pattern="flowdeck-failover-%d",
+        publishers=1,
+        consumers=1,
+        rate=50.0,
+        durable=False,
+        duration=7.0,
+        workers=0,
+        schedule=(schedule_step(2.0, "fault kill 3"),),
+    )
+    local = LocalNodes(cluster)
+    broker = Broker.parse(
+        cluster.uris[:2],  # the clients stay off node 3: this drill is about the API
+        management_url=victim.management_url,
+        statistics_interval=1.0,
+        local=local,
+    )
+    controller = Controller(
+        spec, broker=broker, sessions_root=tmp_path, drain_seconds=2, cleanup=True
+    )
+    events: list[RunEvent] = []
+    samples: list[BrokerSample] = []
+
+    def take(update: object) -> None:
+        if isinstance(update, RunEvent):
+            events.append(update)
+        elif isinstance(update, BrokerSample) and update.source == "management":
+            samples.append(update)
+
+    controller.add_listener(take)
+    await controller.start()
+    summary = await controller.wait()
+    assert summary.outcome == "completed", summary.stop_reason
+    said = [f"{e.kind.value}: {e.message}" for e in events]
+    done = [e for e in events if e.detail.get("fault") and e.detail.get("stage") == "done"]
+    assert len(done) == 1 and done[0].detail["changed"], said
+    assert not victim.running
+    moved = [e for e in events if e.detail.get("failover") == "management"]
+    assert len(moved) == 1, said  # said once
+    assert moved[0].message.startswith(f"management API of {victim.nodename} down; polling ")
+    assert moved[0].detail["to_node"] in {cluster.nodes[0].nodename, cluster.nodes[1].nodename}
+    assert not [e for e in events if e.kind is EventKind.SOURCE_STALE], said
+    assert "fault kill 3" in [e.detail.get("label") for e in events if e.kind is EventKind.PHASE]
+    after = [s for s in samples if s.taken_at > done[0].at]
+    assert after and not any(s.stale for s in after), [s.stale_reason for s in after]
+    # within one or two polls the dead node is shown down, and stays so
+    shown_down = [victim.nodename in s.nodes_down for s in after]
+    assert True in shown_down[:2] and all(shown_down[shown_down.index(True) :]), shown_down
+    polls = len(after)
+    print(
+        f"\n{moved[0].message}; {polls} fresh polls after the kill, node 3 down from poll "
+        f"{shown_down.index(True) + 1}"
+    )
+
+    began = time.monotonic()
+    again = local.apply("start", "3")
+    assert again.changed and victim.running
+
+    def rejoined(sample: BrokerSample) -> bool:
+        return sample.nodes_down == () and len(sample.nodes) == 3
+
+    await sample_when(cluster, rejoined)
+    print(f"node 3 started again and rejoined in {time.monotonic() - began:.1f} s")
 
 
 async def test_a_quorum_run_spread_over_the_nodes_loses_nothing_when_a_node_is_killed(
