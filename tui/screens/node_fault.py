@@ -46,6 +46,9 @@ class NodeFaultPrompt(ModalScreen[NodeFault | None]):
         background: $surface;
         padding: 0 1;
     }
+    NodeFaultPrompt Label {
+        width: 100%;
+    }
     """
 
     BINDINGS: ClassVar[list[BindingType]] = [

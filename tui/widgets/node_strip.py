@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
@@ -89,7 +90,7 @@ class NodeStrip(Static):
         self.set_class(bool(reason), "-stale")
         self.update(self._table(nodes, reason))
 
-    def _table(self, nodes: list[tuple[NodeSample, int]], reason: str) -> Table:
+    def _table(self, nodes: list[tuple[NodeSample, int]], reason: str) -> Group:
         names = short_names([node.name for node, _ in nodes])
         table = Table.grid(padding=(0, 2))
         for _ in range(7):
@@ -110,10 +111,10 @@ class NodeStrip(Static):
                 _partitions(node, names),
             )
         if reason:
-            table.add_row(Text(f"stale: {reason}", style="yellow"), *[""] * 6)
-        elif down:
-            table.add_row(Text(f"{down} of {len(nodes)} nodes down", style="red"), *[""] * 6)
-        return table
+            return Group(table, Text(f"stale: {reason}", style="yellow"))
+        if down:
+            return Group(table, Text(f"{down} of {len(nodes)} nodes down", style="red"))
+        return Group(table)
 
 
 def _memory(node: NodeSample) -> Text:
