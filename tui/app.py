@@ -81,6 +81,11 @@ class FlowdeckApp(App[None]):
 
         #: Owns the private node every launch of this session shares; stopped on quit.
         self.provisioner = Provisioner(name="flowdeck-cockpit")
+        from flowdeck.engine import WorkerPool
+
+        #: Worker processes booted while the launch screen is open, so a launch does not
+        #: wait for them (a second or more of launch -> first data); ended on quit.
+        self.worker_pool = WorkerPool().install()
         #: Changes typed at the change prompt this session, oldest first (its up/down keys).
         self.change_history: list[str] = []
         # Keys typed while a screen opens wait here, in order, until it has the focus.
@@ -214,13 +219,31 @@ class FlowdeckApp(App[None]):
         """Quit within a second or two, saying what it waits for. The private node is
         throwaway (its data directory goes with it), so it is killed, not shut down: a
         graceful stop took 12-14 s with the screen frozen and nothing said."""
+        self.worker_pool.close()
+        if self._node_booting():
+            # The node cannot be stopped half-started (the launch holds it): wait for it.
+            self.notify(
+                "quitting: waiting for the private RabbitMQ node that is starting "
+                "(10-40 s the first time), then stopping it…",
+                timeout=60,
+            )
+            while self._node_booting() and self.provisioner.running_node is None:
+                await asyncio.sleep(0.1)
         node = self.provisioner.running_node
         if node is not None:
             self.notify("quitting: stopping the private RabbitMQ node…", timeout=30)
             await asyncio.to_thread(node.kill)
         self.exit()
 
+    def _node_booting(self) -> bool:
+        from flowdeck.tui.screens.launch import LaunchScreen
+
+        return any(
+            isinstance(screen, LaunchScreen) and screen.booting_node for screen in self.screen_stack
+        )
+
     async def on_unmount(self) -> None:
         # The screens (and the run they steer) are closed by now; stopping a node takes
         # seconds, off the event loop.
+        self.worker_pool.close()
         await asyncio.to_thread(self.provisioner.close)

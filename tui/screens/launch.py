@@ -17,7 +17,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.timer import Timer
 from textual.widget import Widget
-from textual.widgets import Checkbox, Footer, Input, Label, OptionList, Select, Static
+from textual.widgets import Checkbox, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
 from flowdeck.engine import (
@@ -34,6 +34,7 @@ from flowdeck.engine import (
 from flowdeck.tui.broker_check import CheckLine, check_sources
 from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.spec_text import field_text, field_value
+from flowdeck.tui.widgets.footer import FittingFooter
 
 #: Presets reproduce full-size benchmarks; the cockpit starts them scaled to a small machine.
 DEFAULT_SCALE = 0.1
@@ -75,6 +76,9 @@ def show_on_off(box: Checkbox, value: bool) -> Checkbox:
     box.label = on_off(value)
     return box
 
+
+#: Worker processes booted ahead at most (a spec asking for more boots the rest at launch).
+MAX_POOLED_WORKERS = 4
 
 #: Below this width the launch screen's columns narrow (an 80x24 terminal).
 NARROW_COLUMNS = 100
@@ -176,6 +180,8 @@ class LaunchScreen(Screen[None]):
         self._launch_progress: Timer | None = None
         self._launch_began = 0.0
         self._launch_step = ""
+        #: Whether a launch is starting the app's private node (quit waits for it).
+        self.booting_node = False
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -188,7 +194,7 @@ class LaunchScreen(Screen[None]):
                 for name, info in FIELDS.items():
                     yield from self._field_rows(name, info, values[name])
         yield Static("", id="checks")
-        yield Footer()
+        yield FittingFooter()
 
     def _file_rows(self) -> ComposeResult:
         with Horizontal(classes="field-row"):
@@ -235,6 +241,32 @@ class LaunchScreen(Screen[None]):
         self.query_one("#form").border_title = "run spec (checked as you type)"
         self.query_one("#checks").border_title = "broker check (ctrl+k)"
         self.action_check_broker()
+        if getattr(self.app, "control", None) is None:  # else a run's screen opens on top
+            self.get_ready_to_launch()
+
+    def on_screen_resume(self) -> None:
+        if self.is_mounted:  # back from a run: the next launch takes booted workers too
+            self.get_ready_to_launch()
+
+    @work(exclusive=True, thread=True, group="get-ready")
+    def get_ready_to_launch(self) -> None:
+        """While the operator reads the form: import what a launch needs and boot the run's
+        worker processes (app.worker_pool), so Ctrl+R waits for neither (together more than
+        half of launch -> first data on a running node, measured by benchmarks/tui_lag.py).
+        Imports in this thread hold the loop at most a few tens of ms."""
+        # Loaded for what importing them costs: the controller (AMQP, HTTP clients), the
+        # recorder (pyarrow, ~0.5 s) and the live screen (opened on the loop at launch).
+        from flowdeck.engine import Controller, default_sessions_root, resolve_workers
+        from flowdeck.tui.screens.live import LiveScreen
+
+        del Controller, default_sessions_root, LiveScreen
+        pool = getattr(self.app, "worker_pool", None)
+        if pool is None:
+            return
+        spec = self.spec or self.initial
+        workers = min(resolve_workers(spec.workers), MAX_POOLED_WORKERS)
+        # On the app's loop thread: a worker process dies with the thread that spawned it.
+        self.app.call_from_thread(pool.fill, workers)
 
     # -- presets and files ---------------------------------------------------------------
 
@@ -444,6 +476,7 @@ class LaunchScreen(Screen[None]):
         elif provisioner is not None and provisioner.running_node is not None:
             self._launch_step = f"launching {spec.name} on the private RabbitMQ node (up)"
         else:
+            self.booting_node = provisioner is not None
             self._launch_step = (
                 f"launching {spec.name}: starting a private RabbitMQ node "
                 "(10-40 s the first time; later launches reuse it)"
@@ -462,6 +495,7 @@ class LaunchScreen(Screen[None]):
         )
 
     def end_launch_progress(self, text: str | Text = "") -> None:
+        self.booting_node = False
         if self._launch_progress is not None:
             self._launch_progress.stop()
             self._launch_progress = None
