@@ -77,6 +77,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         )
 
 
+@pytest.fixture(scope="session", autouse=True)
+def own_node_registry(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A registry of private nodes for this test process alone: ``flowdeck broker status``
+    lists every node any flowdeck process on the machine owns, so a test asserting that
+    nothing runs after its stop saw the node of a test running in the other process (or of
+    anyone else on the machine). A test about the registry sets its own directory."""
+    from flowdeck.collectors.provisioner import REGISTRY_ENV
+
+    before = os.environ.get(REGISTRY_ENV)
+    os.environ[REGISTRY_ENV] = str(tmp_path_factory.mktemp("node-registry"))
+    yield
+    if before is None:
+        os.environ.pop(REGISTRY_ENV, None)
+    else:
+        os.environ[REGISTRY_ENV] = before
+
+
 @pytest.fixture
 def shared_uri() -> str:
     """AMQP URI of the shared broker."""
