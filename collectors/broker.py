@@ -142,6 +142,17 @@ class Broker:
         )
 
     @property
+    def prometheus_targets(self) -> tuple[str, ...]:
+        """``host:port`` of the rabbitmq_prometheus endpoints for a Prometheus server to
+        scrape: every running node's when flowdeck runs the broker (a server scraping node
+        1 only would lose every figure with it), else the one endpoint given or guessed."""
+        if self.local is not None:
+            running = [f"127.0.0.1:{n.prometheus_port}" for n in self.local.nodes if n.running]
+            if running:
+                return tuple(running)
+        return (self.prometheus_target,) if self.prometheus_target else ()
+
+    @property
     def usual_management_url(self) -> str:
         """The management URL given, else the one that usually goes with node 1."""
         if self.management_url:

@@ -219,6 +219,10 @@ async def test_a_fault_step_kills_the_node_whose_api_is_polled_and_the_figures_g
         statistics_interval=1.0,
         local=local,
     )
+    # a Prometheus server started for the run scrapes every node, not node 1 only
+    assert broker.prometheus_targets == tuple(
+        f"127.0.0.1:{node.prometheus_port}" for node in cluster.nodes
+    )
     controller = Controller(
         spec, broker=broker, sessions_root=tmp_path, drain_seconds=2, cleanup=True
     )

@@ -180,3 +180,15 @@ def test_the_faults_table_shows_a_node_down_from_kill_to_start() -> None:
     ]
     assert rows[0].detail == "kill (schedule), then start (operator) after 25.0 s"
     assert rows[1].detail == "restart (schedule) took 6.0 s"
+
+
+def test_prometheus_scrapes_the_running_nodes_flowdeck_runs_else_the_target_given(
+    unstarted_node: LocalBroker,
+) -> None:
+    remote = Broker.parse("amqp://a:5672,amqp://b:5672", prometheus_target="a:15692")
+    assert remote.prometheus_targets == ("a:15692",)
+    # a node flowdeck runs but that is down has no endpoint to scrape: the given one stays
+    local = Broker.parse(
+        "amqp://localhost:5672", prometheus_target="x:1", local=LocalNodes(unstarted_node)
+    )
+    assert local.prometheus_targets == ("x:1",)

@@ -393,12 +393,13 @@ def prometheus_for(broker: Broker, start: bool, announce: Any = None) -> Iterato
 
     with Provisioner(name="flowdeck-run") as provisioner:
         try:
-            server = provisioner.prometheus([broker.prometheus_target])
+            server = provisioner.prometheus(broker.prometheus_targets)
         except SourceError as exc:
             raise FlowdeckError(f"cannot start a Prometheus server for the run: {exc}") from None
         if announce is not None:
+            targets = ", ".join(broker.prometheus_targets)
             announce(
-                f"Prometheus up at {server.url}, scraping {broker.prometheus_target} every "
+                f"Prometheus up at {server.url}, scraping {targets} every "
                 f"{server.scrape_interval:g} s"
             )
         yield server.url
