@@ -282,3 +282,33 @@ def test_report_screen_80x24(
 ) -> None:
     app = report_app(tmp_path, monkeypatch)
     assert snap_compare(app, terminal_size=(80, 24), run_before=show_report)  # type: ignore[operator]
+
+
+async def test_g_on_the_summary_reports_on_the_session_the_run_recorded(tmp_path: Path) -> None:
+    """A run that ends normally leaves the live screen for its summary: g there starts the
+    job on the run's session, as g does on the live screen after a failed run."""
+    from flowdeck.tui.screens.summary import SummaryScreen
+    from tests.tui.fakes import make_summary
+
+    broken = tmp_path / "sessions" / "20240101-000000-broken"
+    broken.mkdir(parents=True)
+    (broken / "manifest.json").write_text("{", encoding="utf-8")
+    app = FlowdeckApp(sessions_root=tmp_path / "sessions", open_sessions=True)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause()
+        await app.push_screen(SummaryScreen(make_summary("duration reached", str(broken))))
+        await pilot.press("g")
+        await pilot.pause()
+        sessions = app.screen
+        assert isinstance(sessions, SessionsScreen)
+        assert sessions.report_on == (broken,)
+        deadline = time.monotonic() + 60
+        while "report failed" not in status_of(sessions) and time.monotonic() < deadline:
+            await pilot.pause(0.1)
+        assert status_of(sessions).startswith("report failed (exit 2): flowdeck report: session ")
+
+        await app.push_screen(SummaryScreen(make_summary("duration reached", "")))
+        await pilot.press("g")
+        await pilot.pause()
+        said = [n.message for n in app._notifications]
+        assert any(m.startswith("this run was not recorded") for m in said), said

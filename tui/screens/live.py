@@ -360,8 +360,8 @@ class LiveScreen(Screen[None]):
             self.notify(
                 "the run is still recording: a report now would take the CPU the load needs "
                 "and judge the running phase on its first seconds. Press t for the phases "
-                "judged by the report's rules now; the report comes after the run (v on its "
-                "summary, then r)",
+                "judged by the report's rules now; the report comes after the run (g on its "
+                "summary)",
                 title="report after the run",
                 severity="warning",
                 timeout=12,

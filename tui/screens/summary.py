@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import ClassVar
 
 from rich.console import Group, RenderableType
@@ -90,6 +91,7 @@ class SummaryScreen(Screen[None]):
         HELP_BINDING,
         Binding("escape,enter", "back", "back to launch"),
         Binding("v", "sessions", "sessions"),
+        Binding("g", "report", "report", tooltip="report on this run's session"),
     ]
 
     def __init__(self, summary: RunSummary) -> None:
@@ -108,3 +110,18 @@ class SummaryScreen(Screen[None]):
         from flowdeck.tui.screens.sessions import SessionsScreen
 
         self.app.push_screen(SessionsScreen())
+
+    def action_report(self) -> None:
+        """The report on the session this run recorded, as ``g`` on the live screen does
+        once a run has ended: the sessions list, with the job started on it."""
+        from flowdeck.tui.screens.sessions import SessionsScreen
+
+        session = self.summary.session_dir
+        if not session:
+            self.notify(
+                "this run was not recorded (recording off): nothing to report on",
+                severity="warning",
+            )
+            return
+        session = Path(session)
+        self.app.push_screen(SessionsScreen(session.parent, report_on=[session]))
