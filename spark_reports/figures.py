@@ -288,10 +288,10 @@ ACTIVE_COLUMNS: tuple[tuple[str, str], ...] = tuple(
 )
 #: What "mean" msg/s means in every table of the report (the run summary's basis).
 MEAN_MEANING = (
-    "mean msg/s = messages / the clients' active time in the phase (published / first to "
-    "last send, confirmed / first send to last confirm, consumed / first to last delivery, "
-    "each clipped to the phase's rows), the basis of the run's summary and of "
-    "`flowdeck sessions show`"
+    "mean msg/s = messages / the clients' active time (published / first to last send, "
+    "confirmed / first send to last confirm, consumed / first to last delivery), the basis "
+    "of the run's summary and of `flowdeck sessions show`; a phase has the messages of its "
+    "client rows over the part of that time its rows cover (averaged over workers)"
 )
 
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from flowdeck.spark_reports.figures import SessionFigures
+from flowdeck.spark_reports.figures import MEAN_MEANING, SessionFigures
 from flowdeck.spark_reports.tables import Table, format_cell
 from flowdeck.spark_reports.verdict import (
     CATCH_UP_SHARE,
@@ -56,8 +56,10 @@ class Section:
 
 
 def thresholds_text() -> list[str]:
-    """The verdict rules, exactly as ``spark_reports.verdict`` applies them."""
+    """The verdict rules, exactly as ``spark_reports.verdict`` applies them, after what the
+    rates they compare mean."""
     return [
+        f"<b>msg/s</b>: {html.escape(MEAN_MEANING)}.",
         f"<b>overloaded</b>: a memory or disk alarm during the phase; or queue depth ends "
         f"higher than it started and grows faster than max({DEPTH_GROWTH_MIN:g} msg/s, "
         f"{DEPTH_GROWTH_SHARE:.0%} of the publish rate); or consumers take less than "
