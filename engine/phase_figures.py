@@ -60,6 +60,12 @@ from flowdeck.spark_reports.phases import (
 #: later than the boundary arrived.
 HOLD_S = 5.0
 DRAIN_LABEL = "drain"
+#: A kept snapshot's fields: the client table's columns the report's statistics read.
+ROW_COLUMNS: tuple[str, ...] = (
+    "worker", "t_us", "interval_s", "published", "confirmed", "consumed", "nacked",
+    "returned", "pending_confirms", "unacked", "blocked_connections", "target_rate", "paused",
+    *stats.SETTINGS,
+)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -127,7 +133,8 @@ class PhaseTable(NullSink):
 
     def __init__(self) -> None:
         self._started_at: float | None = None
-        self._rows: list[stats.Row] = []
+        #: The client rows, as tuples in :data:`ROW_COLUMNS` order (a long run keeps many).
+        self._rows: list[tuple[Any, ...]] = []
         self._last: dict[int, Counters] = {}
         self._boundaries: list[_Boundary] = []
         self._drained = False
@@ -160,22 +167,22 @@ class PhaseTable(NullSink):
         self._last[snap.worker] = snap.counters
         settings = snap.settings
         self._rows.append(
-            {
-                "worker": snap.worker,
-                "t_us": to_us(snap.at),
-                "interval_s": snap.interval,
-                "published": delta.published,
-                "confirmed": delta.confirmed,
-                "consumed": delta.consumed,
-                "nacked": delta.nacked,
-                "returned": delta.returned,
-                "pending_confirms": snap.pending_confirms,
-                "unacked": snap.unacked,
-                "blocked_connections": snap.blocked,
-                "target_rate": snap.target_rate,
-                "paused": settings.paused,
-                **{name: getattr(settings, name) for name in stats.SETTINGS},
-            }
+            (
+                snap.worker,
+                to_us(snap.at),
+                snap.interval,
+                delta.published,
+                delta.confirmed,
+                delta.consumed,
+                delta.nacked,
+                delta.returned,
+                snap.pending_confirms,
+                snap.unacked,
+                snap.blocked,
+                snap.target_rate,
+                settings.paused,
+                *(getattr(settings, name) for name in stats.SETTINGS),
+            )
         )
         self._held.append(snap)
         self._merge_held(older_than=snap.at - HOLD_S)
@@ -201,15 +208,14 @@ class PhaseTable(NullSink):
             return []
         bounds = self._phase_bounds()
         end_of_run = (
-            ended
-            if ended is not None
-            else max((r["t_us"] / 1e6 for r in self._rows), default=start)
+            ended if ended is not None else max((r[1] / 1e6 for r in self._rows), default=start)
         )
+        rows = [dict(zip(ROW_COLUMNS, row, strict=True)) for row in self._rows]
         phases = _phases(bounds, start, ended)
         start_us = to_us(start)
-        seconds = stats.client_seconds(self._rows, "", start_us, phases)
+        seconds = stats.client_seconds(rows, "", start_us, phases)
         throughput = active.phase_throughput(
-            self._rows,
+            rows,
             start_us,
             phases,
             self._spans(start_us, bounds, ended),
