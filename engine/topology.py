@@ -12,7 +12,7 @@ import asyncio
 import logging
 import re
 import ssl
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import aio_pika
@@ -346,6 +346,7 @@ async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
                     "delete it or name another exchange"
                 ) from None
         arguments = queue_arguments(spec)
+        busy: dict[str, int] = {}
         for index, name in enumerate(spec.queue_names):
             try:
                 queue = await channel.declare_queue(name, durable=spec.durable, arguments=arguments)
@@ -360,12 +361,35 @@ async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
                 raise FlowdeckError(
                     f"the broker refused to declare queue {name!r}: {exc}"
                 ) from None
+            consumers = queue.declaration_result.consumer_count
+            if consumers:
+                busy[name] = consumers
             if exchange is not None:
                 for key in binding_keys(spec, index):
                     await queue.bind(exchange, routing_key=key)
+        refuse_busy_queues(spec, busy)
         return spec.queue_names
     finally:
         await connection.close()
+
+
+def refuse_busy_queues(spec: RunSpec, busy: Mapping[str, int]) -> None:
+    """Refuse a run whose consumers would share a queue with consumers already on it
+    (SpecError on ``queue_pattern``, exit 2): another run on the default queue names, say.
+    They would take a share of the run's messages, which the run then counts as lost, and
+    hand it messages it never published. A run with no consumers of its own only publishes
+    into the queue, as a load for someone else's consumers may well be meant to."""
+    if not busy or spec.consumers == 0:
+        return
+    first, count = next(iter(busy.items()))
+    others = f" (and {len(busy) - 1} more of the run's queues)" if len(busy) > 1 else ""
+    raise SpecError(
+        "queue_pattern",
+        f"queue {first!r} already has {count} consumer{'s' if count != 1 else ''}{others}, "
+        "not of this run (another run on the same queues?): they would take a share of "
+        "this run's messages, counted as lost; stop them, or give this run its own queues "
+        "(e.g. --queue-pattern 'mytest-%d')",
+    )
 
 
 async def delete_queues(uri: str, names: Sequence[str]) -> int:

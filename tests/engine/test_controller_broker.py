@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import itertools
 import statistics
+from pathlib import Path
 
 import pytest
+from aio_pika.abc import AbstractIncomingMessage
 
 from flowdeck.collectors import Broker
 from flowdeck.engine.change import parse_change
@@ -140,6 +142,46 @@ async def test_topology_declares_type_and_arguments_and_refuses_a_conflict(
         channel = await connection.channel()
         await channel.exchange_delete(spec.exchange)
         await connection.close()
+
+
+async def test_a_run_whose_queues_another_client_consumes_is_refused_before_it_starts(
+    shared_uri: str, unique_name: str, tmp_path: Path
+) -> None:
+    """Two runs on the default queue names took each other's messages: one counted 1,993
+    of its own as lost and consumed 5,043 where it had published 3,016. A queue that
+    already has a consumer refuses a run that consumes from it (exit 2, on
+    queue_pattern); a run that only publishes into it is a load for those consumers."""
+    from flowdeck.engine import topology
+    from flowdeck.engine.errors import SpecError
+
+    spec = RunSpec(name="busy", queue_pattern=f"{unique_name}-%d", queues=2, duration=5)
+    other = await topology.connect(shared_uri)
+    try:
+        channel = await other.channel()
+        queue = await channel.declare_queue(spec.queue_names[1], durable=True)
+
+        async def take(message: AbstractIncomingMessage) -> None:
+            await message.ack()
+
+        await queue.consume(take)
+        controller = Controller(
+            spec, broker=Broker.parse(shared_uri), sessions_root=tmp_path, cleanup=True
+        )
+        with pytest.raises(SpecError) as refused:
+            await controller.start()
+        assert refused.value.field == "queue_pattern"
+        assert str(refused.value).startswith(
+            f"queue {spec.queue_names[1]!r} already has 1 consumer, not of this run"
+        )
+        assert "--queue-pattern" in str(refused.value)
+        assert not list(tmp_path.iterdir())  # refused before anything was recorded
+        publish_only = RunSpec(
+            name="feed", queue_pattern=spec.queue_pattern, queues=2, consumers=0, rate=50
+        )
+        assert await topology.declare(publish_only, shared_uri) == spec.queue_names
+    finally:
+        await other.close()
+        await topology.delete_queues(shared_uri, spec.queue_names)
 
 
 async def test_socket_capacity_is_read_or_the_reason_it_is_not_is_given(
