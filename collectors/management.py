@@ -503,8 +503,10 @@ class ManagementCollector:
         """The host of the run's node URI that reaches ``node`` ('' when none says)."""
         ports = amqp_ports.get(node, set())
         hosts = {host for host, port in self._amqp_nodes if port in ports}
-        if len(hosts) == 1:
+        sharing = [other for other, theirs in amqp_ports.items() if theirs & ports]
+        if len(hosts) == 1 and len(sharing) == 1:  # the port is this node's alone
             return hosts.pop()
+        # nodes on several hosts listen on the same port: the one named like the host
         named = node.partition("@")[2]
         matching = [host for host in hosts if host == named or host.split(".")[0] == named]
         return matching[0] if len(matching) == 1 else ""
