@@ -63,16 +63,28 @@ def client_seconds(
     either end of an interval (the worker's previous row says how it began). Per second:
     rates and gauges summed over workers; the target summed, none when a worker had 0 (no
     rate limit, paused, stopped); settings and client counts the largest any worker
-    recorded (each records the run's whole count, so never their sum)."""
+    recorded (each records the run's whole count, so never their sum).
+
+    A row of a load second ending after publishing stopped at the run's end (the drain
+    phase's start) carries the target its worker had before: its 0 says the worker
+    stopped, not that it had no rate limit, and the load's last second often holds such a
+    row (a worker's interval straddling the stop). The drain's seconds keep their 0."""
+    stopped_us = phases[-1].begin_us if phases and phases[-1].drain else None
     per_worker: dict[tuple[int, int], list[Row]] = defaultdict(list)
     began_paused: dict[int, bool] = {}
+    target_before: dict[int, float] = {}
     for row in sorted(rows, key=lambda r: (r["worker"], r["t_us"])):
         paused = bool(row["paused"]) or began_paused.get(row["worker"], False)
         began_paused[row["worker"]] = bool(row["paused"])
+        second = second_of(row["t_us"], run_start_us)
+        target = row["target_rate"]
+        if stopped_us is None or row["t_us"] <= stopped_us:
+            target_before[row["worker"]] = target
+        elif middle_of(second, run_start_us) < stopped_us:  # a load second
+            target = target_before.get(row["worker"], target)
         if row["interval_s"] < MIN_INTERVAL_S:
             continue
-        second = second_of(row["t_us"], run_start_us)
-        per_worker[(second, row["worker"])].append({**row, "paused": paused})
+        per_worker[(second, row["worker"])].append({**row, "paused": paused, "target_rate": target})
     seconds: dict[int, list[Row]] = defaultdict(list)
     for (second, _), intervals in per_worker.items():
         last = intervals[-1]

@@ -218,3 +218,35 @@ def test_a_catch_up_is_set_aside_for_the_steady_phase_at_its_value() -> None:
         "recommended inflight=20: the smallest candidate (96% of the best throughput, "
         "p99 12.60 ms vs 8.32 ms at the best)"
     )
+
+
+def test_the_load_keeps_its_target_when_its_last_second_holds_the_stopping_row() -> None:
+    """As a real run records its end (issue 17's demo run): the worker's snapshot at
+    19.829 s, publishing stopped at 20.014 s, and the next snapshot, 0.504 s long, at
+    20.333 s with target 0 because the worker stopped. Both rows hold the middle of second
+    19, a load second: the phase keeps its 800 msg/s target and is judged against it,
+    not read as publishers without a rate limit."""
+    from flowdeck.spark_reports.stats import client_seconds, phase_client_stats
+
+    phases = split_phases([event(20.014, "drain", "publishing stopped")], START, START + 21)
+    start_us = round(START * 1e6)
+
+    def row(at: float, interval: float, published: int, target: float) -> dict:
+        return {"worker": 0, "t_us": start_us + round(at * 1e6), "interval_s": interval,
+                "published": published, "confirmed": published, "consumed": published,
+                "nacked": 0, "returned": 0, "pending_confirms": 1, "unacked": 0,
+                "blocked_connections": 0, "target_rate": target, "paused": False,
+                "inflight": 50, "prefetch": 1000, "ack_every": 1, "rate": 800.0,
+                "publishers": 1, "consumers": 1}  # fmt: skip
+
+    rows = [row(at + 0.829, 1.0, 800, 800.0) for at in range(20)]
+    rows += [row(20.333, 0.504, 149, 0.0), row(20.9, 0.567, 0, 0.0)]
+    seconds = client_seconds(rows, "s", start_us, phases)
+    assert [(s["sec"], s["phase"], s["target_rate"]) for s in seconds[-3:]] == [
+        (18, 0, 800.0),
+        (19, 0, 800.0),  # the stopping row carries the worker's target from before
+        (20, 1, None),  # the drain's second keeps its 0: no target
+    ]
+    load, drain = sorted(phase_client_stats(seconds, {}), key=lambda s: s["phase"])
+    assert load["target_rate"] == 800.0
+    assert drain["target_rate"] is None
