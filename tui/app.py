@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import time
 from collections import deque
@@ -42,6 +43,11 @@ def freeze_long_lived(*, collect: bool = False) -> None:
 KEY_HOLD_LIMIT = 1.0
 #: How often held keys look again whether their screen is ready.
 KEY_HOLD_POLL = 0.01
+#: Quit says what it waits for when a run takes longer than this to stop.
+QUIT_QUIET_WAIT = 0.5
+#: Longest quit waits for a run to stop; past it the run is left as a crash leaves it
+#: (its session reads back as incomplete).
+QUIT_RUN_WAIT = 10.0
 
 
 class FlowdeckApp(App[None]):
@@ -220,6 +226,7 @@ class FlowdeckApp(App[None]):
         throwaway (its data directory goes with it), so it is killed, not shut down: a
         graceful stop took 12-14 s with the screen frozen and nothing said."""
         self.worker_pool.close()
+        await self._stop_runs()
         if self._node_booting():
             # The node cannot be stopped half-started (the launch holds it): wait for it.
             self.notify(
@@ -234,6 +241,39 @@ class FlowdeckApp(App[None]):
             self.notify("quitting: stopping the private RabbitMQ node…", timeout=30)
             await asyncio.to_thread(node.kill)
         self.exit()
+
+    async def _stop_runs(self) -> None:
+        """Stop the runs this cockpit started, before their node goes, so each is recorded
+        as stopped and its queues are cleaned as a stop does (a quit used to leave the
+        session "incomplete", as a crash does). A run attached from elsewhere goes on."""
+        from flowdeck.engine import Controller
+        from flowdeck.tui.screens.live import LiveScreen
+
+        runs = [
+            screen.control
+            for screen in self.screen_stack
+            if isinstance(screen, LiveScreen)
+            and not screen.finished
+            and isinstance(screen.control, Controller)
+            and screen.control.running
+        ]
+        if not runs:
+            return
+        stopping = asyncio.gather(
+            *(run.stop("the cockpit was quit") for run in runs), return_exceptions=True
+        )
+        try:
+            await asyncio.wait_for(asyncio.shield(stopping), QUIT_QUIET_WAIT)
+            return
+        except TimeoutError:
+            names = ", ".join(run.spec.name for run in runs)
+            self.notify(
+                f"quitting: stopping the run {names}: publishing has stopped, consumers take "
+                "what is left, then the session is closed…",
+                timeout=QUIT_RUN_WAIT,
+            )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stopping, QUIT_RUN_WAIT - QUIT_QUIET_WAIT)
 
     def _node_booting(self) -> bool:
         from flowdeck.tui.screens.launch import LaunchScreen

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from flowdeck.engine.recording.reader import list_sessions, open_session
 from flowdeck.engine.spec import RunSpec
 from flowdeck.tui.app import FlowdeckApp
 from flowdeck.tui.keys import HELP_BINDING
@@ -75,6 +77,27 @@ async def test_a_launch_takes_the_workers_the_launch_screen_booted(
         assert not child.process.is_alive()
 
 
+@pytest.mark.broker
+@pytest.mark.timeout(120)
+async def test_quit_with_a_run_going_records_the_run_as_stopped(
+    shared_uri: str, unique_name: str, tmp_path: Path
+) -> None:
+    spec = replace(one_worker_spec(shared_uri, unique_name), workers=0)
+    app = FlowdeckApp(spec=spec, sessions_root=tmp_path)
+    app.worker_pool.close()  # an in-process run: no worker processes to boot
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.press("ctrl+r")
+        await wait_for(
+            pilot,
+            lambda: isinstance(app.screen, LiveScreen) and bool(app.screen.history.throughput),
+        )
+        await pilot.press("ctrl+q")
+    (session,) = list_sessions(tmp_path)
+    # A quit used to leave the session "incomplete", as a crash does.
+    assert session.outcome == "stopped", session
+    assert open_session(session.path).manifest.stop_reason == "the cockpit was quit"
+
+
 def footer_hints_fit(app: FlowdeckApp) -> list[str]:
     """The keys the footer shows; fails when a shown hint does not end inside it."""
     footer = app.screen.query_one(FittingFooter)
@@ -96,7 +119,11 @@ async def settled_hints(pilot: object, app: FlowdeckApp) -> list[str]:
         if shown and shown == last:
             return footer_hints_fit(app)
         last = shown
-    raise AssertionError(f"the footer did not settle: {last}")
+    footer = app.screen.query_one(FittingFooter)
+    raise AssertionError(
+        f"the footer did not settle: {last} focus={app.app_focus} ready={footer._bindings_ready} "
+        f"children={list(footer.children)} screen={app.screen}"
+    )
 
 
 async def test_the_footer_drops_whole_hints_from_the_end_at_80_columns() -> None:

@@ -34,20 +34,22 @@ class FittingFooter(Footer):
         """The keys whose hints are on screen, in order."""
         return [str(getattr(key, "key", "")) for key in self._hints() if key.display]
 
-    def fit(self) -> None:
+    def fit(self, attempts: int = 5) -> None:
         """Hide the first hint that does not end inside the footer, and every one after."""
         if not self.is_attached:
+            return
+        hints = [key for key in self._hints() if key.display]
+        if any(not key.region.width for key in hints):
+            # Composed but not laid out yet: measure once the layout has placed them.
+            if attempts:
+                self.call_after_refresh(self.fit, attempts - 1)
             return
         right = self.region.right
         for palette in self.query("FooterKey.-command-palette"):
             if palette.display:
                 right = min(right, palette.region.x)
         overflowing = False
-        for key in self._hints():
-            if not key.display:
-                continue
-            # A hint laid out wholly past the edge is not on screen: its region is empty.
-            region = key.region
-            overflowing = overflowing or not region.width or region.right > right
+        for key in hints:
+            overflowing = overflowing or key.region.right > right
             if overflowing:
                 key.display = False
