@@ -82,7 +82,7 @@ def _metrics() -> dict[str, Metric]:
             "msg/s",
             True,
             True,
-            "run: published / publish_time; phase: mean of its per-second rates",
+            "run: published / publish_time; phase: the same within the phase",
         ),
         Metric(
             "confirm_rate",
@@ -90,7 +90,7 @@ def _metrics() -> dict[str, Metric]:
             "msg/s",
             True,
             True,
-            "run: confirmed / (first send to last confirm); phase: per-second mean",
+            "run: confirmed / (first send to last confirm); phase: the same within the phase",
         ),
         Metric(
             "consume_rate",
@@ -98,7 +98,7 @@ def _metrics() -> dict[str, Metric]:
             "msg/s",
             True,
             True,
-            "run: consumed / (first to last delivery); phase: per-second mean",
+            "run: consumed / (first to last delivery); phase: the same within the phase",
         ),
         *(
             Metric(

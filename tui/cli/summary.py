@@ -112,14 +112,17 @@ def rate_basis(summary: RunSummary) -> str:
 
 
 def print_phases(phases: Sequence[PhaseFigures], out: TextIO) -> None:
-    """The per-phase table: the report's figures (mean of per-second rates, latency)."""
+    """The per-phase table: the report's figures (msg/s on the summary's basis, latency)."""
     if not phases:
         return
     header = (
         f"{'phase':<24}{'seconds':>8}{'target':>10}{'publish':>10}{'confirm':>10}"
         f"{'consume':>10}{'e2e p50':>9}{'p99':>9}"
     )
-    lines = ["per phase (msg/s = mean of the phase's per-second rates; latency in ms)", header]
+    lines = [
+        "per phase (msg/s = the phase's messages / the clients' active time in it; latency in ms)",
+        header,
+    ]
     for phase in phases:
         e2e = phase.to_json()["latency_ms"].get("e2e_actual", {})
         target = "-" if phase.target_rate is None else f"{phase.target_rate:,.0f}"
