@@ -221,10 +221,14 @@ def _child_main(
     worker: int,
     runtime_path: str,
     controller_pid: int | None = None,
+    niceness: int = 0,
 ) -> None:
     """Entry point of a worker process (``worker`` is UNASSIGNED for a pooled one)."""
     if controller_pid is not None:
         _die_with_controller(controller_pid)
+    if niceness:
+        with contextlib.suppress(OSError):
+            os.nice(niceness)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _log_as(worker)
     install_uvloop()
@@ -296,12 +300,12 @@ class _Child:
     runtime_path: str
 
 
-def _spawn(worker: int, runtime_path: str) -> _Child:
+def _spawn(worker: int, runtime_path: str, niceness: int = 0) -> _Child:
     context = multiprocessing.get_context("spawn")
     conn, child_conn = context.Pipe(duplex=True)
     process = context.Process(
         target=_child_main,
-        args=(child_conn, worker, runtime_path, os.getpid()),
+        args=(child_conn, worker, runtime_path, os.getpid(), niceness),
         name="flowdeck-worker" if worker == UNASSIGNED else f"flowdeck-worker-{worker}",
         daemon=True,
     )
@@ -321,8 +325,11 @@ class WorkerPool:
     pool's users (the loop thread of the app): see the module's note on PDEATHSIG.
     """
 
-    def __init__(self, runtime_path: str = DEFAULT_RUNTIME) -> None:
+    def __init__(self, runtime_path: str = DEFAULT_RUNTIME, *, niceness: int = 0) -> None:
         self.runtime_path = runtime_path
+        #: Added to the children's nice value: above 0, a machine short of CPU serves the
+        #: process that owns the pool (the cockpit's screen) before the load it generates.
+        self.niceness = niceness
         self._idle: list[_Child] = []
         self._lock = threading.Lock()
         #: How many children runs took from the pool, and how many had to be spawned.
@@ -349,7 +356,7 @@ class WorkerPool:
         """Spawn children until ``size`` wait here; how many were spawned."""
         spawned = 0
         while self.idle < size:
-            child = _spawn(UNASSIGNED, self.runtime_path)
+            child = _spawn(UNASSIGNED, self.runtime_path, self.niceness)
             with self._lock:
                 self._idle.append(child)
             spawned += 1

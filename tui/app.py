@@ -43,6 +43,12 @@ def freeze_long_lived(*, collect: bool = False) -> None:
 KEY_HOLD_LIMIT = 1.0
 #: How often held keys look again whether their screen is ready.
 KEY_HOLD_POLL = 0.01
+#: Nice value added to the cockpit's worker processes. On a machine short of CPU (the
+#: seed's benchmark #3 on 2 cores: broker, workers and screen share them) the screen then
+#: answers keys first; the load loses only what the screen takes (~20 ms of CPU a second).
+#: benchmarks/tui_lag.py, two runs each: key p99 137-166 ms at 0, 60-86 ms at 5, 56-67 ms
+#: at 10, with 5.9-9.7k msg/s carried either way (the broker is the bottleneck there).
+WORKER_NICENESS = 10
 #: Quit says what it waits for when a run takes longer than this to stop.
 QUIT_QUIET_WAIT = 0.5
 #: Longest quit waits for a run to stop; past it the run is left as a crash leaves it
@@ -91,7 +97,7 @@ class FlowdeckApp(App[None]):
 
         #: Worker processes booted while the launch screen is open, so a launch does not
         #: wait for them (a second or more of launch -> first data); ended on quit.
-        self.worker_pool = WorkerPool().install()
+        self.worker_pool = WorkerPool(niceness=WORKER_NICENESS).install()
         #: Changes typed at the change prompt this session, oldest first (its up/down keys).
         self.change_history: list[str] = []
         # Keys typed while a screen opens wait here, in order, until it has the focus.

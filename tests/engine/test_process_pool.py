@@ -5,9 +5,11 @@ stay exact, it starts sooner than with processes booted at start, and nothing is
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from flowdeck.collectors import Broker
@@ -137,3 +139,16 @@ async def test_close_ends_the_idle_children() -> None:
         child.process.join(10)
         assert not child.process.is_alive()
     assert pool.idle == 0
+
+
+async def test_a_pool_with_a_niceness_lowers_its_childrens_priority() -> None:
+    pool = WorkerPool(niceness=5)
+    try:
+        pool.fill(1)
+        await booted(pool, 1)
+        (child,) = pool._idle
+        assert child.process.pid is not None
+        # The child renices itself as it boots, before it says it is ready.
+        assert psutil.Process(child.process.pid).nice() == os.nice(0) + 5
+    finally:
+        pool.close()
