@@ -239,3 +239,17 @@ def test_demo_80x24_second_step(snap_compare: Any, tour: Tour) -> None:
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
+
+
+async def test_broker_samples_reach_the_demo_screen_without_a_node_strip(tour: Tour) -> None:
+    """The tour's screen is a live screen with its own layout: a broker sample must update
+    what it shows, not stop the app looking for a live screen's widget it does not have."""
+    fake = FakeControl(spec=tour.spec)
+    app = FlowdeckApp(spec=tour.spec)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_demo(pilot, fake, tour)
+        for second in (4, 5):
+            fake.emit(make_sample(T0 + second, queues=2))
+            await pilot.pause()
+        assert app.is_running and app.screen is screen
+        assert [sample.taken_at for sample in screen.history.broker.values()] == [T0 + 5]

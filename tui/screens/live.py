@@ -188,7 +188,8 @@ class LiveScreen(Screen[None]):
     def broker_sample_received(self, message: BrokerSampleReceived) -> None:
         self.history.add_broker(message.sample)
         self.dashboard.show_broker(self.history)
-        self.query_one(NodeStrip).show(self.history)
+        for strip in self.query(NodeStrip):  # the demo's screen has none
+            strip.show(self.history)
 
     @on(EventReceived)
     def event_received(self, message: EventReceived) -> None:
