@@ -18,6 +18,7 @@ from flowdeck.spark_reports.figures import (
     broker_table,
     build_figures,
     faults_table,
+    hosts_table,
     latency_table,
     sweep_table,
     throughput_table,
@@ -124,6 +125,9 @@ def build_report(
         key = figures.session.key
         session_tables = [throughput_table(figures), latency_table(figures)]
         session_tables.append(broker_table(figures))
+        per_host = hosts_table(figures)
+        if per_host is not None:
+            session_tables.append(per_host)
         session_tables += [sweep_table(figures, sweep) for sweep in figures.sweeps]
         session_tables.append(faults_table(figures))
         session_charts = [

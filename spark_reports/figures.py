@@ -89,6 +89,8 @@ class SessionFigures:
     fan_out: int = 1
     #: The rates' active time came from the run's own times (else from its bounds).
     active_recorded: bool = False
+    #: Per host, for a run whose workers ran on Spark hosts (``spark_reports.hosts``).
+    hosts: tuple[Row, ...] = ()
 
 
 def _by(rows: Sequence[Row], *keys: str) -> dict[tuple[Any, ...], Row]:
@@ -107,6 +109,9 @@ def build_figures(
     for row in measured.session_latency:
         whole_latency[row["session"]][(row["kind"], row["basis"])] = row
     whole = _by(measured.session_client, "session")
+    host_rows: dict[str, list[Row]] = defaultdict(list)
+    for row in measured.host_client:
+        host_rows[row["session"]].append(row)
     last_second: dict[str, int] = {}
     consumed: dict[str, dict[int, float]] = defaultdict(dict)
     for row in measured.seconds:
@@ -163,6 +168,7 @@ def build_figures(
                 safety=DataSafety.from_summary(session.manifest.summary),
                 fan_out=fan_out,
                 active_recorded=active_spans(session).recorded,
+                hosts=tuple(host_rows.get(session.key, ())),
             )
         )
     return result
@@ -329,6 +335,69 @@ def throughput_table(figures: SessionFigures) -> Table:
         "over the seconds not paused, empty when publishers have no rate limit. The drain "
         "phase is the seconds after publishing stopped at the run's end.",
         reasoning=whole_run_lines(figures),
+    )
+
+
+HOST_COUNTS: tuple[tuple[str, str], ...] = (
+    ("published", "publish"),
+    ("confirmed", "confirm"),
+    ("consumed", "consume"),
+)
+
+
+def hosts_table(figures: SessionFigures) -> Table | None:
+    """Per host of a run whose workers ran on Spark hosts, and the merged run; None for a
+    run of local worker processes."""
+    if not figures.hosts:
+        return None
+    columns = (
+        "host", "workers",
+        *(count for count, _ in HOST_COUNTS),
+        *(f"{name} msg/s" for _, name in HOST_COUNTS),
+        "e2e p50 ms", "e2e p99 ms", "worker lost",
+    )  # fmt: skip
+
+    def ms(value: Any) -> Cell:
+        return None if value is None else rounded(value / 1000)
+
+    def workers(numbers: Sequence[int]) -> str:
+        return ", ".join(str(n) for n in numbers)
+
+    rows: list[tuple[Cell, ...]] = []
+    for h in figures.hosts:
+        rows.append(
+            (
+                h["host"], workers(h["workers"]),
+                *(int(h[count]) for count, _ in HOST_COUNTS),
+                *(rounded(h[f"{name}_rate_mean"]) for _, name in HOST_COUNTS),
+                ms(h["p50"]), ms(h["p99"]),
+                workers(h["lost"]) or None,
+            )
+        )  # fmt: skip
+    whole, merged = figures.whole, figures.whole_latency.get(SWEEP_LATENCY, {})
+    lost = [n for h in figures.hosts for n in h["lost"]]
+    rows.append(
+        (
+            f"all {len(figures.hosts)} host(s)",
+            workers(sorted(n for h in figures.hosts for n in h["workers"])),
+            *(int(whole.get(count) or 0) for count, _ in HOST_COUNTS),
+            *(rounded(whole.get(f"{name}_rate_mean")) for _, name in HOST_COUNTS),
+            ms(merged.get("p50")), ms(merged.get("p99")),
+            workers(sorted(lost)) or None,
+        )
+    )  # fmt: skip
+    return Table(
+        name=f"{figures.session.key}-hosts",
+        title=f"{figures.session.title}: per host (Spark workers)",
+        columns=columns,
+        rows=tuple(rows),
+        note=f"{MEAN_MEANING}. A host's msg/s divides its workers' messages by the part "
+        "of that time their rows cover, averaged over its workers (a lost worker covers the "
+        "run up to its last snapshot). The last row is the whole run, merged: its counts are "
+        "the hosts' sums; its rates are the sum of the hosts' when every worker ran the "
+        "whole active time. e2e latency (actual send) merged exactly from each host's "
+        "workers' histograms. Hosts come from the run's 'worker N connected from HOST' "
+        "events; a worker lost is one whose link dropped before its report.",
     )
 
 

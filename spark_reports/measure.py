@@ -42,14 +42,14 @@ Rules (``docs/reports.md`` states them for readers of a report):
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from flowdeck.engine.recording.format import BROKER_DIR, CLIENT_DIR, LATENCY_DIR
-from flowdeck.spark_reports import active, stats
+from flowdeck.spark_reports import active, hosts, stats
 from flowdeck.spark_reports.phases import HALF_SECOND_US
 from flowdeck.spark_reports.sessions import Session, read_table, small_table
 from flowdeck.spark_reports.stats import Row
@@ -67,6 +67,9 @@ class Measurements:
     seconds: list[Row]  # session, phase, sec, publish/confirm/consume rate, pending, ...
     second_latency: list[Row]  # session, sec, kind, basis, p50, p99 (µs)
     broker_polls: list[Row]  # session, sec (float), queue_ready, mem_used, alarms
+    #: Runs whose workers ran on Spark hosts only: session, host, workers, lost, counts,
+    #: rates and e2e p50/p99 (``spark_reports.hosts``).
+    host_client: list[Row] = field(default_factory=list)
 
 
 #: The per-second latencies the timeline chart draws (p50 and p99 of these).
@@ -212,8 +215,10 @@ def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
     fresh: list[Row] = []
     throughput: dict[tuple[str, int], Row] = {}
     whole: dict[str, Row] = {}
+    clients: dict[str, list[Row]] = {}
     for session in sessions:
         client = _small_rows(spark, session, CLIENT_DIR, CLIENT_COLUMNS)
+        clients[session.key] = client
         mine = stats.client_seconds(client, session.key, session.start_us, session.phases)
         seconds += mine
         per_phase = active.phase_throughput(
@@ -241,6 +246,7 @@ def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
         second_percentiles(located.filter(F.col("kind") == CHART_LATENCY_KIND))
     )
     second_latency.sort(key=lambda r: (r["session"], r["sec"]))
+    host_client = _host_figures(located, sessions, clients)
     starts = {s.key: (s.start_us, s.phases) for s in sessions}
     charted = ("queue_ready", "queue_unacked", "mem_used", "mem_limit", "mem_alarm",
                "disk_alarm", "unconfirmed")  # fmt: skip
@@ -259,4 +265,41 @@ def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
         seconds=seconds,
         second_latency=second_latency,
         broker_polls=broker_polls,
+        host_client=host_client,
     )
+
+
+def _host_figures(
+    located: DataFrame, sessions: Sequence[Session], clients: dict[str, list[Row]]
+) -> list[Row]:
+    """Per host figures of the sessions whose workers ran on Spark hosts; their e2e
+    buckets summed per worker by Spark (one more job, only when such a session is there)."""
+    placed = {s.key: hosts.placements(s.events) for s in sessions}
+    placed = {key: where for key, where in placed.items() if where}
+    if not placed:
+        return []
+    kind, basis = hosts.HOST_LATENCY
+    buckets = _collect(
+        located.filter(
+            (F.col("kind") == kind)
+            & (F.col("basis") == basis)
+            & F.col("session").isin(list(placed))
+        )
+        .groupBy("session", "worker", "value_us")
+        .agg(F.sum("count").alias("count"))
+    )
+    result = []
+    for session in sessions:
+        if session.key not in placed:
+            continue
+        mine = [row for row in buckets if row["session"] == session.key]
+        for row in hosts.host_figures(
+            clients[session.key],
+            mine,
+            placed[session.key],
+            session.start_us,
+            session.phases,
+            active_spans(session),
+        ):
+            result.append({"session": session.key, **row})
+    return result

@@ -98,6 +98,7 @@ def write_session(
     boundary_offset_s: float = 0.0,
     extra_events: list[dict[str, Any]] | None = None,
     summary: dict[str, Any] | None = None,
+    worker_ends: dict[int, int] | None = None,
 ) -> SyntheticSession:
     """Write a session of ``len(plans)`` phases; rows are at whole seconds after ``start``.
 
@@ -113,7 +114,8 @@ def write_session(
     interval began paused, as the engine records a resume. Every worker records the run's
     whole count of publishers and consumers (one each per worker), as the engine does.
     ``extra_events`` (``at`` in seconds since ``start``) and ``summary`` (the manifest's
-    end-of-run summary) add faults and data-safety figures.
+    end-of-run summary) add faults and data-safety figures. ``worker_ends``: worker →
+    its last second (a worker lost then: no rows of it after that second).
     """
     rng = random.Random(seed)
     path = root / name
@@ -179,6 +181,8 @@ def write_session(
             resumed = not paused and previous_paused
             previous_paused = paused
             for worker in range(workers):
+                if second > (worker_ends or {}).get(worker, total_seconds):
+                    continue
                 published = int(plan.rate * plan.publish_share) + rng.randint(-3, 3)
                 if resumed:
                     published //= 2
