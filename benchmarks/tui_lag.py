@@ -17,10 +17,25 @@ Two more passes ("synthetic") feed a fake run with 1000 queues per broker sample
 full 300 s history, to load the panels far beyond the live run: one with the event log
 shown, one with the queue table shown (its 1000 rows updated every second).
 
+With ``--private`` (issue 15's targets), on a private RabbitMQ node of its own (started
+first, stopped at the end: every pass is bounded in time):
+
+* bench3 live: key response while the seed's benchmark #3 runs at full client count
+  (500 publishers + 500 consumers, 100 quorum queues; ``--bench3-rate`` lowers the
+  per-publisher rate, not the client count, for a machine that cannot carry 15,000 msg/s);
+* edges: the cockpit as the operator opens it, on the node already running: the launch
+  screen is left ``--settle`` seconds (the operator reads the form), then Ctrl+R; launch
+  -> first data is from the key until the dashboard holds its first second of figures.
+  ``--launches`` launches, the run stopped and the launch screen back between them; then
+  Ctrl+Q with a run going, timed until the app has ended (the node killed included).
+
+Each figure is printed against its target (key p99 50 ms, launch -> first data 3 s,
+quit 2 s) as a ratio: below 1 meets it.
+
 Usage::
 
     .venv/bin/python benchmarks/tui_lag.py [--scale 0.02] [--seconds 40] [--uri URI]
-        [--skip-live] [--skip-synthetic]
+        [--skip-live] [--skip-synthetic] [--private [--bench3-rate 30] [--launches 3]]
 
 Results and their history are in ``benchmarks/README.md`` (section "Cockpit
 responsiveness"). Until 2026-11-22 09:20 the key was pressed from the loop itself once a
@@ -41,18 +56,27 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from textual import events
 
-from flowdeck.collectors import Broker
+from flowdeck.collectors import Broker, Provisioner
+from flowdeck.engine import WorkerPool
 from flowdeck.engine.presets import preset
 from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.screens.launch import LaunchScreen
 from flowdeck.tui.screens.live import LiveScreen
 
 #: Seconds between two presses of the typist (uniformly drawn): ~4 keys a second.
 PRESS_GAP = (0.15, 0.35)
+#: Issue 15's targets: key -> screen p99, launch -> first data on a running node, quit.
+KEY_P99_TARGET_MS = 50.0
+FIRST_DATA_TARGET_S = 3.0
+QUIT_TARGET_S = 2.0
+#: Longest a launch may take to show data, or a quit to end, before the pass gives up.
+EDGE_LIMIT_S = 60.0
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -123,12 +147,19 @@ async def measure(
                 break
         if typist is not None:
             await asyncio.to_thread(typist.stop)
-        ticks = len(app.screen.history.throughput) if isinstance(app.screen, LiveScreen) else 0
+        points = list(app.screen.history.throughput) if isinstance(app.screen, LiveScreen) else []
+        ticks = len(points)
+        # What the run carried: the median second of the latter half (past the ramp-up).
+        steady = points[len(points) // 2 :]
+        published = statistics.median(p.published for p in steady) if steady else 0.0
+        consumed = statistics.median(p.consumed for p in steady) if steady else 0.0
         if isinstance(app.screen, LiveScreen) and not app.screen.finished:
             await app.screen.control.stop("benchmark done")
     keys = typist.responses if typist else []
     return {
         "ticks": ticks,
+        "published_rate": published,
+        "consumed_rate": consumed,
         "lag_p50_ms": percentile(lags, 50),
         "lag_p99_ms": percentile(lags, 99),
         "lag_max_ms": max(lags, default=float("nan")),
@@ -192,6 +223,155 @@ async def synthetic_pass(seconds: float, queue_table: bool = False) -> dict[str,
     return result
 
 
+async def bench3_pass(
+    provisioner: Provisioner, seconds: float, rate: float | None, niceness: int | None = None
+) -> dict[str, object]:
+    """Key response while benchmark #3 runs at full client count on the private node."""
+    from flowdeck.tui.launcher import prepare_run
+
+    name = f"flowdeck-bench-tui-{uuid.uuid4().hex[:8]}"
+    spec = replace(preset("bench3", 1.0), queue_pattern=f"{name}-%d", duration=seconds + 30)
+    if rate is not None:
+        spec = replace(spec, rate=rate)
+    with TemporaryDirectory() as sessions:
+        prepared = await asyncio.to_thread(
+            prepare_run, spec, Path(sessions), provisioner=provisioner, cleanup=True
+        )
+        control = prepared.control
+        # The app's own provisioner started nothing, so the node outlives this pass.
+        app = FlowdeckApp(control=control)  # type: ignore[arg-type]
+        if niceness is not None:
+            app.worker_pool.close()
+            app.worker_pool = WorkerPool(niceness=niceness).install()
+        # Its worker comes from the app's pool, as after the launch screen.
+        app.worker_pool.fill(control.workers)  # type: ignore[attr-defined]
+        result = await measure(app, seconds)
+    result["run"] = (
+        f"bench3 at full client count, private node: {spec.publishers} publishers x "
+        f"{spec.rate:g} msg/s, {spec.queues} {spec.queue_type} queues, {spec.consumers} "
+        f"consumers, {control.workers} worker process(es)"  # type: ignore[attr-defined]
+    )
+    return result
+
+
+async def wait_for(condition: object, limit: float = EDGE_LIMIT_S) -> float:
+    """Seconds until ``condition()`` holds, polled every 10 ms; fails past ``limit``."""
+    began = time.monotonic()
+    while not condition():  # type: ignore[operator]
+        if time.monotonic() - began > limit:
+            raise TimeoutError(f"gave up after {limit:g} s")
+        await asyncio.sleep(0.01)
+    return time.monotonic() - began
+
+
+class _NoPool(WorkerPool):
+    """A pool that boots nothing: runs boot their workers at launch (``--cold-workers``)."""
+
+    def fill(self, size: int) -> int:
+        return 0
+
+
+async def edges_pass(
+    provisioner: Provisioner, launches: int, settle: float, cold_workers: bool = False
+) -> dict[str, object]:
+    """Launch -> first data (``launches`` times) and quit on the running private node."""
+    spec = replace(preset("bench1", 0.1), duration=120)
+    first_data: list[float] = []
+    pooled: list[str] = []
+    with TemporaryDirectory() as sessions:
+        app = FlowdeckApp(spec=spec, sessions_root=Path(sessions))
+        app.provisioner = provisioner  # the node is up already: a warm node
+        if cold_workers:
+            app.worker_pool.close()
+            app.worker_pool = _NoPool()
+        async with app.run_test(size=(160, 48)) as pilot:
+            for launch in range(launches):
+                await wait_for(lambda: isinstance(app.screen, LaunchScreen))
+                await asyncio.sleep(settle)
+                pool = app.worker_pool
+                pooled.append(f"{pool.booted} booted")
+                pressed = time.monotonic()
+                await pilot.press("ctrl+r")
+                await wait_for(
+                    lambda: (
+                        isinstance(app.screen, LiveScreen) and bool(app.screen.history.throughput)
+                    )
+                )
+                first_data.append(time.monotonic() - pressed)
+                if launch < launches - 1:
+                    screen = app.screen
+                    assert isinstance(screen, LiveScreen)
+                    await screen.control.stop("benchmark: next launch")
+                    await wait_for(lambda: screen.finished)  # noqa: B023  (awaited here)
+                    while not isinstance(app.screen, LaunchScreen):
+                        app.pop_screen()
+                        await asyncio.sleep(0.05)
+            await asyncio.sleep(2.0)  # the last run goes on: quit with a run going
+            quit_pressed = time.monotonic()
+            await pilot.press("ctrl+q")
+        quit_took = time.monotonic() - quit_pressed
+    return {
+        "run": f"edges on a running private node: bench1 x0.1, {launches} launches, "
+        f"the launch screen left {settle:g} s first"
+        + (", workers booted at launch (no pool)" if cold_workers else ""),
+        "first_data_s": first_data,
+        "pool": pooled,
+        "quit_s": quit_took,
+    }
+
+
+def private_passes(
+    args: argparse.Namespace,
+) -> tuple[dict[str, object] | None, dict[str, object] | None]:
+    provisioner = Provisioner(name="flowdeck-bench")
+    try:
+        began = time.monotonic()
+        provisioner.node()
+        print(f"private node up in {time.monotonic() - began:.1f} s", flush=True)
+        load = (
+            None
+            if args.skip_bench3
+            else asyncio.run(
+                bench3_pass(provisioner, args.seconds, args.bench3_rate, args.worker_niceness)
+            )
+        )
+        edges = (
+            None
+            if args.skip_edges
+            else asyncio.run(edges_pass(provisioner, args.launches, args.settle, args.cold_workers))
+        )
+    finally:
+        provisioner.close()
+    return load, edges
+
+
+def print_bench3(load: dict[str, Any]) -> None:
+    key_p99 = float(load["key_p99_ms"])
+    print(
+        f"{load['run']}\n  ticks shown {load['ticks']}, carried "
+        f"{load['published_rate']:,.0f} msg/s published, {load['consumed_rate']:,.0f} "
+        f"consumed (median second of the latter half); loop lag p99 {load['lag_p99_ms']:.1f} "
+        f"ms; key -> screen p50 {load['key_p50_ms']:.1f} ms, p99 {key_p99:.1f} ms = "
+        f"{ratio(key_p99, KEY_P99_TARGET_MS)}, max {load['key_max_ms']:.1f} ms over "
+        f"{load['keys']} presses"
+    )
+
+
+def print_edges(edges: dict[str, Any]) -> None:
+    print(edges["run"])
+    for index, (took, pool) in enumerate(zip(edges["first_data_s"], edges["pool"], strict=True)):
+        print(
+            f"  launch {index + 1} ({pool} workers waiting): launch -> first data "
+            f"{took:.2f} s = {ratio(took, FIRST_DATA_TARGET_S)}"
+        )
+    quit_took = float(edges["quit_s"])
+    print(f"  quit with a run going: {quit_took:.2f} s = {ratio(quit_took, QUIT_TARGET_S)}")
+
+
+def ratio(value: float, target: float) -> str:
+    return f"{value / target:.2f}x target ({'met' if value <= target else 'MISSED'})"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--uri", default="amqp://guest:guest@127.0.0.1:5672/%2F")
@@ -199,7 +379,23 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=40.0)
     parser.add_argument("--skip-live", action="store_true")
     parser.add_argument("--skip-synthetic", action="store_true")
+    parser.add_argument("--private", action="store_true", help="issue 15's passes")
+    parser.add_argument("--bench3-rate", type=float, default=None)
+    parser.add_argument("--launches", type=int, default=3)
+    parser.add_argument("--settle", type=float, default=5.0)
+    parser.add_argument("--cold-workers", action="store_true", help="edges without the pool")
+    parser.add_argument("--skip-bench3", action="store_true", help="--private: edges only")
+    parser.add_argument("--skip-edges", action="store_true", help="--private: bench3 only")
+    parser.add_argument(
+        "--worker-niceness", type=int, default=None, help="bench3: the pool's (default: the app's)"
+    )
     args = parser.parse_args()
+    if args.private:
+        load, edges = private_passes(args)
+        if load is not None:
+            print_bench3(load)
+        if edges is not None:
+            print_edges(edges)
     results = []
     if not args.skip_live:
         results.append(asyncio.run(live_pass(args.uri, args.scale, args.seconds)))
