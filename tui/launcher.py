@@ -41,6 +41,7 @@ def prepare_run(
     *,
     provisioner: Provisioner | None = None,
     cleanup: bool = False,
+    spark_master: str | None = None,
 ) -> PreparedRun:
     """Build the controller; with no uri in the spec the run goes to ``provisioner``'s
     private node, started first when it runs none (the cockpit's app owns the provisioner,
@@ -55,12 +56,21 @@ def prepare_run(
     ``cleanup`` deletes the run's queues when it ends (the demo's tour: a backlog left on
     a shared broker would greet the next tour).
 
+    ``spark_master`` (``local[N]``, ``spark://HOST:PORT``) starts the run's workers as
+    Spark tasks, as ``flowdeck run --spark-master`` does (docs/spark-workers.md); None:
+    local worker processes. Checked before any node starts (SpecError).
+
     Blocks while a node starts (seconds): call it from a thread worker.
     """
     from flowdeck.engine import Controller, default_sessions_root, resolve_uri
     from flowdeck.engine import management_password as resolve_management_password
     from flowdeck.tui.cli.common import resolve_broker
 
+    placement = None
+    if spark_master:
+        from flowdeck.engine import SparkPlacement  # loads the link code only for such a run
+
+        placement = SparkPlacement(spark_master, workers=spec.workers)
     # Every run is recorded: where the operator said, else where `flowdeck run` records.
     sessions_root = sessions_root or default_sessions_root()
     provisioner = provisioner or _process_provisioner()
@@ -69,7 +79,14 @@ def prepare_run(
     if not broker.private:
         broker = broker.with_nodes(resolve_uri(broker.uri_list))
     broker = replace(broker, management_password=resolve_management_password(management_password))
-    control = Controller(spec, broker=broker, sessions_root=sessions_root, cleanup=cleanup)
+    control = Controller(
+        spec,
+        broker=broker,
+        sessions_root=sessions_root,
+        cleanup=cleanup,
+        workers=placement.workers if placement is not None else None,
+        placement=placement,
+    )
     from flowdeck.engine import ControlServer
 
     control.add_sink(ControlServer(control))  # flowdeck steer, runs and attach find the run

@@ -61,6 +61,30 @@ def what_it_runs(spec: RunSpec) -> str:
     return "; ".join(parts)
 
 
+#: The error label of the Spark master field (not a spec field: a run's placement, as
+#: `flowdeck run --spark-master`).
+SPARK_MASTER = "spark_master"
+
+
+def spark_master_for(text: str, workers: int) -> str | None:
+    """The Spark master typed in the launch form, checked with the form's workers as
+    `flowdeck run --spark-master` checks it (None: empty, local worker processes);
+    SpecError in the form's words."""
+    if not text.strip():
+        return None
+    from flowdeck.engine.spark_workers.placement import parse_spark_master, workers_for
+
+    try:
+        master: str = parse_spark_master(text)
+        workers_for(master, workers)
+    except SpecError as exc:
+        message = exc.message.replace("--spark-master", "spark master").replace(
+            "--workers", "workers"
+        )
+        raise SpecError(SPARK_MASTER, message) from None
+    return master
+
+
 def field_id(name: str) -> str:
     return f"field-{name}"
 
@@ -171,6 +195,9 @@ class LaunchScreen(Screen[None]):
         super().__init__()
         self.initial = spec or preset(DEFAULT_PRESET, DEFAULT_SCALE)
         self.spec: RunSpec | None = self.initial
+        #: The Spark master the run's workers go to (None: local worker processes), as
+        #: last validated with the form's workers.
+        self.spark_master: str | None = None
         self._filling = False
         # Every keystroke validates the whole form: DOM queries per field would make that
         # (and the burst of Changed events at mount) cost tens of ms on the event loop.
@@ -193,6 +220,8 @@ class LaunchScreen(Screen[None]):
                 values = self.initial.to_mapping()
                 for name, info in FIELDS.items():
                     yield from self._field_rows(name, info, values[name])
+                    if name == "workers":
+                        yield from self._spark_rows()
         yield Static("", id="checks")
         yield FittingFooter()
 
@@ -208,6 +237,22 @@ class LaunchScreen(Screen[None]):
         yield Static(
             "presets and files are scaled by this factor to fit this machine",
             classes="field-help",
+        )
+
+    def _spark_rows(self) -> ComposeResult:
+        with Horizontal(classes="field-row"):
+            yield Label("spark master", classes="field-name")
+            yield Input(
+                placeholder="empty: workers as local processes",
+                compact=True,
+                id="spark-master",
+            )
+        yield Static("", markup=False, classes="field-error -empty", id=f"error-{SPARK_MASTER}")
+        yield Static(
+            "the workers as Spark tasks: local[N] on this host, spark://HOST:PORT on a cluster "
+            "(docs/spark-workers.md)",
+            classes="field-help",
+            markup=False,
         )
 
     def _field_rows(self, name: str, info: Any, value: Any) -> ComposeResult:
@@ -396,6 +441,16 @@ class LaunchScreen(Screen[None]):
         for name in FIELDS:
             self.show_error(name, message if name == failed else "")
         self.spec = spec
+        if spec is None:
+            return None
+        try:
+            field = self._fields.get(SPARK_MASTER) or self.query_one("#spark-master", Input)
+            self._fields[SPARK_MASTER] = field
+            self.spark_master = spark_master_for(cast(Input, field).value, spec.workers)
+        except SpecError as exc:
+            self.show_error(SPARK_MASTER, exc.message)
+            return None
+        self.show_error(SPARK_MASTER, "")
         return spec
 
     @staticmethod
@@ -484,7 +539,7 @@ class LaunchScreen(Screen[None]):
         if self._launch_progress is None:
             self._launch_progress = self.set_interval(0.5, self.show_launch_progress)
         self.show_launch_progress()
-        self.prepare(spec)
+        self.prepare(spec, self.spark_master)
 
     def show_launch_progress(self) -> None:
         """While a launch is prepared, the broker check panel says what it waits for and
@@ -502,7 +557,7 @@ class LaunchScreen(Screen[None]):
         self.query_one("#checks", Static).update(text)
 
     @work(exclusive=True, thread=True, group="launch")
-    def prepare(self, spec: RunSpec) -> None:
+    def prepare(self, spec: RunSpec, spark_master: str | None = None) -> None:
         from flowdeck.tui.launcher import prepare_run
 
         try:
@@ -510,6 +565,7 @@ class LaunchScreen(Screen[None]):
                 spec,
                 getattr(self.app, "sessions_root", None),
                 provisioner=getattr(self.app, "provisioner", None),
+                spark_master=spark_master,
             )
         except FlowdeckError as exc:
             self.app.call_from_thread(self.end_launch_progress, Text(f"✗ {exc}", style="bold"))

@@ -1,0 +1,89 @@
+"""The launch form's Spark master field: what it accepts, what it refuses (next to the
+field, in the form's words), and that the master typed reaches the run's controller as
+`flowdeck run --spark-master` passes it. No Spark starts: the run is prepared, not run."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.widgets import Input, Static
+
+from flowdeck.engine.spark_workers import SparkPlacement
+from flowdeck.engine.spec import RunSpec
+from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.screens.launch import LaunchScreen, field_id
+
+
+def spec(uri: str, name: str) -> RunSpec:
+    return RunSpec(
+        name="tui-spark",
+        uri=uri,
+        queues=1,
+        queue_pattern=f"{name}-%d",
+        durable=False,
+        publishers=1,
+        rate=10.0,
+        consumers=1,
+        duration=5,
+        workers=1,
+    )
+
+
+async def type_into(pilot: Any, widget_id: str, text: str) -> None:
+    field = pilot.app.screen.query_one(f"#{widget_id}", Input)
+    field.value = text
+    await pilot.pause()
+
+
+def error_of(screen: LaunchScreen) -> str:
+    return str(screen.query_one("#error-spark_master", Static).render())
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(60)
+async def test_the_spark_master_typed_reaches_the_run(
+    shared_uri: str, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    prepared: list[Any] = []
+    # The run is prepared for real (controller, placement); only opening its live screen,
+    # which would start it and so Spark, is replaced by keeping the controller.
+    monkeypatch.setattr(LaunchScreen, "open_live", lambda self, control: prepared.append(control))
+    app = FlowdeckApp(spec=spec(shared_uri, unique_name), sessions_root=tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, LaunchScreen)
+        assert screen.spark_master is None  # empty: local worker processes
+
+        await type_into(pilot, "spark-master", "yarn")
+        assert error_of(screen) == (
+            "✗ spark master must be spark://HOST:PORT or local[N], got 'yarn'"
+        )
+        await type_into(pilot, "spark-master", "local[2]")
+        await type_into(pilot, field_id("workers"), "3")
+        assert error_of(screen) == (
+            "✗ local[2] runs 2 task(s) at once and workers 3 needs 3: use local[3]"
+        )
+        await pilot.press("ctrl+r")  # refused: nothing is prepared
+        await type_into(pilot, field_id("workers"), "-1")
+        await type_into(pilot, "spark-master", "spark://10.0.0.5:7077")
+        assert error_of(screen) == (
+            "✗ spark master spark://10.0.0.5:7077 needs workers N (how many load workers)"
+        )
+
+        await type_into(pilot, field_id("workers"), "2")
+        await type_into(pilot, "spark-master", " local[2] ")
+        assert error_of(screen) == ""
+        assert screen.spark_master == "local[2]"
+        await pilot.press("ctrl+r")
+        deadline = time.monotonic() + 30
+        while not prepared and time.monotonic() < deadline:
+            await pilot.pause(0.05)
+    assert len(prepared) == 1
+    control = prepared[0]
+    placement = control._placement
+    assert isinstance(placement, SparkPlacement)
+    assert (placement.master, placement.workers, control.workers) == ("local[2]", 2, 2)
+    assert control.spec.workers == 2
