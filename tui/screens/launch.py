@@ -72,11 +72,11 @@ def spark_master_for(text: str, workers: int) -> str | None:
     SpecError in the form's words."""
     if not text.strip():
         return None
-    from flowdeck.engine.spark_workers.placement import parse_spark_master, workers_for
+    from flowdeck.engine import SparkPlacement  # loads the link code only when one is typed
 
     try:
-        master: str = parse_spark_master(text)
-        workers_for(master, workers)
+        # Its checks only (master, workers): nothing listens or starts before launch.
+        master: str = SparkPlacement(text, workers=workers).master
     except SpecError as exc:
         message = exc.message.replace("--spark-master", "spark master").replace(
             "--workers", "workers"
