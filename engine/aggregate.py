@@ -18,7 +18,7 @@ others.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from hdrh.histogram import HdrHistogram
@@ -125,6 +125,8 @@ class Aggregate:
     blocked: int
     latency: dict[LatencyKey, Percentiles]
     errors: tuple[str, ...]
+    #: The snapshots this tick took in, in time order (``Tick.snapshots``).
+    snapshots: tuple[ClientSnapshot, ...] = field(default=(), compare=False, repr=False)
 
 
 class SnapshotAggregator:
@@ -184,6 +186,7 @@ class SnapshotAggregator:
             blocked=sum(s.blocked for s in latest),
             latency=latency_percentiles(window),
             errors=errors,
+            snapshots=tuple(due),
         )
 
     def run_latency(self) -> dict[LatencyKey, Percentiles]:
@@ -241,4 +244,5 @@ def assemble_tick(
         next_step=next_step.change if next_step else None,
         workers=workers,
         second=second,
+        snapshots=agg.snapshots,
     )

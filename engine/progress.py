@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowdeck.engine.change import Change
 from flowdeck.engine.latency import LatencyKind, SendBasis
-from flowdeck.engine.snapshot import ActiveTimes, Counters, Settings
+from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters, Settings
 
 if TYPE_CHECKING:
     from flowdeck.engine.phase_figures import PhaseFigures
@@ -89,6 +89,11 @@ class Tick:
     #: The run second this tick closes (1, 2, ...): what a progress line is named by. 0 for
     #: the closing tick and for ticks read back from a recording.
     second: int = 0
+    #: The workers' snapshots this tick took in (taken by its time, in time order): what a
+    #: front-end needs to compute a phase's msg/s as the report does
+    #: (``engine.phase_figures.PhaseTable``). Not sent over the control API (an attached
+    #: cockpit gets ticks without them).
+    snapshots: tuple[ClientSnapshot, ...] = field(default=(), compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)

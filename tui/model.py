@@ -10,15 +10,19 @@ from __future__ import annotations
 import statistics
 import time
 from collections import deque
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
+from typing import Any, cast
 
 from flowdeck.collectors import BrokerSample
 from flowdeck.engine import (
     EventKind,
     LatencyKind,
     Percentiles,
+    PhaseTable,
     RunEvent,
+    RunSpec,
     SendBasis,
     Setting,
     Settings,
@@ -27,6 +31,7 @@ from flowdeck.engine import (
     format_number,
     parse_change,
 )
+from flowdeck.engine import PhaseFigures as ReportPhase
 from flowdeck.spark_reports.verdict import (
     PhaseLoad,
     Recommendation,
@@ -41,6 +46,9 @@ from flowdeck.spark_reports.verdict import (
 WINDOW_SECONDS = 300
 #: A source whose figures are older than this many statistics intervals is shown as stale.
 STALE_AFTER_INTERVALS = 3.0
+#: The per-phase figures are recomputed no sooner than this many times what they took
+#: last (so they take at most a tenth of the screen's time).
+REPORT_COST_FACTOR = 10.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,6 +192,17 @@ class RunHistory:
     #: The clock ages are measured against: None = the wall clock (a live run); a replay
     #: sets it to the recorded time being shown.
     clock: float | None = None
+    #: The report's per-phase figures (msg/s = messages over the clients' active time), fed
+    #: the workers' snapshots each tick carries; empty when ticks come without them (an
+    #: attached run: the control API sends no snapshots).
+    report: PhaseTable = field(default_factory=PhaseTable)
+    #: How many snapshots ``report`` has taken in.
+    snapshots: int = 0
+    #: ``report``'s figures as of (``snapshots``, events), when they were computed
+    #: (monotonic) and how long that took.
+    _report_cache: tuple[int, int, tuple[ReportPhase, ...]] | None = None
+    _report_at: float = 0.0
+    _report_cost: float = 0.0
 
     def now(self) -> float:
         return time.time() if self.clock is None else self.clock
@@ -191,6 +210,17 @@ class RunHistory:
     def add_tick(self, tick: Tick) -> None:
         if self.started_at is None:
             self.started_at = tick.at - tick.elapsed
+        if tick.snapshots:
+            if self.snapshots == 0:
+                # The run's start as a sink gets it (``engine.sinks.RunStarted``, not on the
+                # engine's face; the table reads only ``started_at``).
+                start = SimpleNamespace(spec=RunSpec(), started_at=self.started_at)
+                self.report.on_start(cast(Any, start))
+            for snap in tick.snapshots:
+                # Counts only: the table's latency comes from the ticks, and decoding every
+                # worker's histograms a second time would cost the screen's loop.
+                self.report.add_snapshot(replace(snap, latency={}))
+            self.snapshots += len(tick.snapshots)
         if self.last_tick is not None and tick.phase_index != self.last_tick.phase_index:
             self.phases.append(PhaseMark(tick.elapsed, tick.phase))
         self.last_tick = tick
@@ -274,6 +304,7 @@ class RunHistory:
 
     def add_event(self, event: RunEvent) -> None:
         self.events.append(event)
+        self.report.add_event(event)
         if event.kind is EventKind.DRAIN:
             self.draining = True
         elif event.kind is EventKind.OUTAGE_STARTED:
@@ -287,6 +318,26 @@ class RunHistory:
         elif event.kind is EventKind.ALARM_CLEARED:
             resource = str(event.detail.get("alarm", "")) or _alarm_word(event.message)
             self.alarms.discard(resource)
+
+    def report_figures(self) -> Mapping[tuple[bool, int], ReportPhase]:
+        """The report's figures of each phase so far, by (drain, phase index; -1 for the
+        drain); empty when no tick carried the workers' snapshots (the table then says what
+        it shows). They go over every snapshot of the run, so once that takes a while they
+        are recomputed at most every :data:`REPORT_COST_FACTOR` times what the last
+        computation took (a long run's table lags by seconds, the screen stays quick)."""
+        if not self.snapshots:
+            return {}
+        cache = self._report_cache
+        key = (self.snapshots, len(self.events))
+        now = time.monotonic()
+        if cache is None or (
+            cache[:2] != key and now - self._report_at >= REPORT_COST_FACTOR * self._report_cost
+        ):
+            cache = (*key, tuple(self.report.figures()))
+            self._report_cache = cache
+            self._report_at = time.monotonic()
+            self._report_cost = self._report_at - now
+        return {(f.drain, -1 if f.drain else f.index): f for f in cache[2]}
 
     @property
     def sample(self) -> BrokerSample | None:
@@ -371,16 +422,27 @@ SETTLE_SECONDS = 3
 SWEEP_SETTINGS: tuple[Setting, ...] = (Setting.INFLIGHT, Setting.PREFETCH, Setting.ACK_EVERY)
 
 
+#: What a row's msg/s is: the report's figure (messages over the clients' active time in the
+#: phase, ``engine.phase_figures.PhaseTable``), or, where the screen gets ticks without the
+#: workers' snapshots (an attached run), medians of the phase's per-second tick rates.
+BASIS_REPORT = "report"
+BASIS_TICKS = "ticks"
+
+
 @dataclass(frozen=True, slots=True)
 class PhaseFigures:
-    """One row of the per-setting table: a phase's sustained figures and its verdict.
+    """One row of the per-setting table: a phase's figures and its verdict.
 
-    Sustained rates and latency are medians over the phase's steady seconds (all its
-    seconds but the first :data:`SETTLE_SECONDS`), so a catch-up burst or a stall of a
-    second or two does not move them; gauges (pending confirms) are means, blocked and
-    alarm seconds are counted over the whole phase, and the queue trend is the
-    least-squares slope of the ready count over the phase's broker polls — the report's
-    rules (``spark_reports.measure``) with medians for its means.
+    msg/s (``publish``, ``confirm``, ``consume``) is the report's and the run summary's
+    figure for the phase — its messages over the clients' active time in it
+    (``engine.phase_figures.PhaseTable``, rule in ``spark_reports.active``) — and the verdict
+    judges the report's load (its rates, target, pending confirms and blocked seconds)
+    with the queue trend from the broker polls the screen saw, as the autopilot does
+    (``engine.autotune.phase_load``). Where ticks come without snapshots (``basis`` is
+    :data:`BASIS_TICKS`) msg/s are medians over the phase's steady seconds instead.
+    ``steady_consume`` is always that median of the consume rate over its seconds after the
+    first :data:`SETTLE_SECONDS` (how fast it runs once settled); latency is the median of
+    the per-second e2e percentiles over those seconds; alarm seconds come from the ticks.
     """
 
     index: int
@@ -400,6 +462,8 @@ class PhaseFigures:
     #: Steady seconds in which publishing was paused.
     paused_seconds: int = 0
     drain: bool = False
+    steady_consume: float = 0.0
+    basis: str = BASIS_REPORT
 
     @property
     def taken(self) -> float:
@@ -441,37 +505,62 @@ def _slope(points: Sequence[tuple[float, int]]) -> float | None:
     return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
 
 
-def phase_figures(track: PhaseTrack) -> PhaseFigures | None:
+def phase_figures(track: PhaseTrack, report: ReportPhase | None = None) -> PhaseFigures | None:
     """The track summed up and judged with ``spark_reports.verdict.judge``; None when it has
-    no second yet. The drain is not judged (the report's ``drain`` verdict)."""
+    no second yet. ``report``: the phase's figures from the workers' snapshots (msg/s as
+    the report computes it); without them msg/s are medians of the track's seconds. The
+    drain is not judged (the report's ``drain`` verdict)."""
     seconds = track.seconds
     if not seconds:
         return None
     steady = seconds[SETTLE_SECONDS:] if len(seconds) >= 2 * SETTLE_SECONDS else seconds
     running = [s for s in steady if not s.paused]
-    targets = [s.target for s in running]
-    target = sum(targets) / len(targets) if targets and all(t > 0 for t in targets) else None
-    unpaused = _median([s.publish for s in running]) if len(running) < len(steady) else None
     # The report reads the queue depth from one source per session, the one with most polls.
     polls = max(track.polls.values(), key=len, default=[])
     latencies = [s for s in steady if s.p50 is not None and s.p99 is not None]
-    load = PhaseLoad(
-        publish_rate=_median([s.publish for s in steady]),
-        consume_rate=_median([s.consume for s in steady]),
-        confirm_rate=_median([s.confirm for s in steady]),
-        target_rate=target,
-        pending_confirms_mean=sum(s.pending_confirms for s in steady) / len(steady),
-        inflight=track.settings.inflight,
-        publishers=track.settings.publishers,
-        blocked_s=float(sum(1 for s in seconds if s.blocked > 0)),
-        alarm_s=float(sum(1 for s in seconds if s.alarm)),
-        depth_start=float(polls[0][1]) if polls else None,
-        depth_end=float(polls[-1][1]) if polls else None,
-        depth_slope=_slope(polls),
-        publish_rate_unpaused=unpaused if running else None,
-        seconds=len(steady),
-        paused_s=len(steady) - len(running),
-    )
+    depth_start = float(polls[0][1]) if polls else None
+    depth_end = float(polls[-1][1]) if polls else None
+    alarm_s = float(sum(1 for s in seconds if s.alarm))
+    if report is not None:
+        # The report's load of the phase (``spark_reports.figures._load``, and the
+        # autopilot's ``engine.autotune.phase_load``) from its live figures.
+        load = PhaseLoad(
+            publish_rate=report.publish_rate_mean,
+            consume_rate=report.consume_rate_mean,
+            confirm_rate=report.confirm_rate_mean,
+            target_rate=report.target_rate,
+            pending_confirms_mean=report.pending_confirms_mean,
+            inflight=track.settings.inflight,
+            publishers=track.settings.publishers,
+            blocked_s=float(report.blocked_s),
+            alarm_s=alarm_s,
+            depth_start=depth_start,
+            depth_end=depth_end,
+            depth_slope=_slope(polls),
+            seconds=report.seconds,
+            paused_s=report.paused_s,
+        )
+    else:
+        targets = [s.target for s in running]
+        target = sum(targets) / len(targets) if targets and all(t > 0 for t in targets) else None
+        unpaused = _median([s.publish for s in running]) if len(running) < len(steady) else None
+        load = PhaseLoad(
+            publish_rate=_median([s.publish for s in steady]),
+            consume_rate=_median([s.consume for s in steady]),
+            confirm_rate=_median([s.confirm for s in steady]),
+            target_rate=target,
+            pending_confirms_mean=sum(s.pending_confirms for s in steady) / len(steady),
+            inflight=track.settings.inflight,
+            publishers=track.settings.publishers,
+            blocked_s=float(sum(1 for s in seconds if s.blocked > 0)),
+            alarm_s=alarm_s,
+            depth_start=depth_start,
+            depth_end=depth_end,
+            depth_slope=_slope(polls),
+            publish_rate_unpaused=unpaused if running else None,
+            seconds=len(steady),
+            paused_s=len(steady) - len(running),
+        )
     if track.drain:
         verdict, reason = Verdict.DRAIN, "the drain: publishing stopped, consumers take the rest"
     else:
@@ -493,6 +582,8 @@ def phase_figures(track: PhaseTrack) -> PhaseFigures | None:
         reason=reason,
         paused_seconds=len(steady) - len(running),
         drain=track.drain,
+        steady_consume=_median([s.consume for s in steady]),
+        basis=BASIS_TICKS if report is None else BASIS_REPORT,
     )
 
 
@@ -528,7 +619,11 @@ def setting_verdicts(history: RunHistory, max_p99_ms: float | None = None) -> Se
     there is a sweep, ranked by the consume rate capped at the phase's target
     (``ranked_throughput``) and recommended with ``recommend``.
     """
-    rows = tuple(f for f in (phase_figures(t) for t in history.tracks) if f is not None)
+    report = history.report_figures()
+    figures = (
+        phase_figures(t, report.get((t.drain, t.index)) if report else None) for t in history.tracks
+    )
+    rows = tuple(f for f in figures if f is not None)
     active = [r for r in rows if not r.drain and not r.paused_only]
     spread = fan_out(history)
     recommendations: list[tuple[Setting, Recommendation]] = []

@@ -1,21 +1,25 @@
 """A scripted in-flight sweep with a clear knee, as Ticks, broker samples and events.
 
-Each phase holds steady figures (after a two-second transition), so what the cockpit's
-per-setting table computes from its ticks and what the report's verdict functions get
-from the same phase figures can be compared number for number.
+Each phase holds steady figures (after a transition of a second or two), and every tick carries
+the worker's snapshot of its second, so what the cockpit's per-setting table shows and
+what the report's figures (``engine.phase_figures.PhaseTable``, fed the same snapshots)
+and verdict functions make of the same phases can be compared number for number.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.phase_figures import PhaseFigures, PhaseTable
 from flowdeck.engine.progress import Percentiles, Tick
-from flowdeck.engine.snapshot import Counters, Settings
+from flowdeck.engine.sinks import RunStarted
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
+from flowdeck.engine.spec import RunSpec
 from flowdeck.spark_reports.verdict import PhaseLoad
 from tests.tui.fakes import T0
 
@@ -87,12 +91,19 @@ Update = Tick | BrokerSample | RunEvent
 
 
 def sweep_updates(
-    phases: tuple[SweepPhase, ...] = (), *, stall_at: float | None = None
+    phases: tuple[SweepPhase, ...] = (),
+    *,
+    stall_at: float | None = None,
+    transition: int = 2,
 ) -> Iterator[Update]:
     """The run second by second: a PHASE event at each boundary, a tick a second (the first
-    two seconds of a phase at half its steady rate: the transition the table leaves out),
+    ``transition`` seconds of a phase at half its steady rate: a transition the report's
+    msg/s counts and the table's settled figure leaves out),
     a broker sample every two seconds. ``stall_at``: publishers are blocked by a memory
-    alarm for 2 s from that second and then catch up at three times the target for 1 s."""
+    alarm for 2 s from that second and then catch up at three times the target for 1 s.
+
+    Each tick carries the one worker's snapshot of its second (taken 0.1 s before it, as
+    a live tick does), so the table computes the report's msg/s from them."""
     phases = phases or knee_sweep()
     elapsed = 0.0
     totals = Counters()
@@ -107,7 +118,7 @@ def sweep_updates(
             )
         for second in range(SECONDS_PER_PHASE):
             elapsed += 1
-            share = 0.5 if second < 2 else 1.0
+            share = 0.5 if second < transition else 1.0
             publish, consume = phase.publish * share, phase.consume * share
             blocked = 0
             if stall_at is not None and stall_at <= elapsed < stall_at + 2:
@@ -126,6 +137,18 @@ def sweep_updates(
                     phase.p50 * 2, phase.p99 * 2
                 ),
             }
+            snapshot = ClientSnapshot(
+                worker=0,
+                at=T0 + elapsed - 0.1,
+                interval=1.0,
+                counters=totals,
+                pending_confirms=phase.pending,
+                unacked=40,
+                connections=8,
+                blocked=blocked,
+                settings=settings,
+                target_rate=0.0 if phase.paused else TARGET,
+            )
             yield Tick(
                 at=T0 + elapsed,
                 elapsed=elapsed,
@@ -146,28 +169,45 @@ def sweep_updates(
                 phase=phase.label,
                 phase_index=index,
                 workers=1,
+                snapshots=(snapshot,),
             )
             if second % 2 == 1:
                 yield sample_at(T0 + elapsed, mem_alarm=blocked > 0)
 
 
-def report_load(phase: SweepPhase) -> PhaseLoad:
-    """The PhaseLoad the report builds for a phase whose seconds all held these figures
-    (``spark_reports.figures._load`` over the phase's means)."""
+def report_load(phase: SweepPhase, figures: PhaseFigures) -> PhaseLoad:
+    """The PhaseLoad the report builds for a phase (``spark_reports.figures._load``): the
+    report's figures of it, and the fakes' flat queue and no alarm."""
     return PhaseLoad(
-        publish_rate=phase.publish,
-        consume_rate=phase.consume,
-        confirm_rate=phase.publish,
-        target_rate=None if phase.paused else TARGET,
-        pending_confirms_mean=float(phase.pending),
+        publish_rate=figures.publish_rate_mean,
+        consume_rate=figures.consume_rate_mean,
+        confirm_rate=figures.confirm_rate_mean,
+        target_rate=figures.target_rate,
+        pending_confirms_mean=figures.pending_confirms_mean,
         inflight=phase.inflight,
         publishers=SETTINGS.publishers,
-        blocked_s=0.0,
+        blocked_s=float(figures.blocked_s),
         alarm_s=0.0,
         depth_start=float(QUEUE_DEPTH),
         depth_end=float(QUEUE_DEPTH),
         depth_slope=0.0,
+        seconds=figures.seconds,
+        paused_s=figures.paused_s,
     )
+
+
+def report_figures(updates: Iterable[Update]) -> list[PhaseFigures]:
+    """The report's per-phase figures of the same run: ``PhaseTable`` fed the snapshots the
+    ticks carry and the events, as ``flowdeck run --json`` feeds it."""
+    table = PhaseTable()
+    table.on_start(RunStarted(RunSpec(), T0, 1))
+    for update in updates:
+        if isinstance(update, Tick):
+            for snapshot in update.snapshots:
+                table.add_snapshot(snapshot)
+        elif isinstance(update, RunEvent):
+            table.add_event(update)
+    return table.figures()
 
 
 def mark_change(label: str) -> Change:

@@ -1,8 +1,9 @@
 """The per-setting table: phases judged live by the report's own verdict rules.
 
-The same phases go to the cockpit (as the ticks and broker samples its screen receives)
-and to ``spark_reports.verdict`` (as the per-phase figures the report computes): the
-verdicts, their reasons and the recommendation line must be the same.
+The same phases go to the cockpit (as the ticks, snapshots and broker samples its screen
+receives) and to the report's own functions (``PhaseTable`` on the same snapshots, then
+``spark_reports.verdict``): the msg/s figures, the verdicts, their reasons and the
+recommendation line must be the same.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.progress import Tick
 from flowdeck.spark_reports.verdict import Verdict, judge, ranked_throughput, recommend
 from flowdeck.tui.app import FlowdeckApp
-from flowdeck.tui.model import RunHistory, setting_verdicts
+from flowdeck.tui.model import BASIS_REPORT, BASIS_TICKS, RunHistory, human_count, setting_verdicts
 from flowdeck.tui.screens.live import LiveScreen
 from flowdeck.tui.widgets.setting_table import BEST_MARK, SettingTable
 from tests.tui.fakes import T0, FakeControl
@@ -23,6 +24,7 @@ from tests.tui.sweep_fakes import (
     TARGET,
     Update,
     knee_sweep,
+    report_figures,
     report_load,
     sweep_updates,
 )
@@ -41,11 +43,33 @@ def fed(updates: Iterable[Update]) -> RunHistory:
     return history
 
 
-def test_verdicts_and_recommendation_are_the_reports() -> None:
-    phases = knee_sweep()
-    table = setting_verdicts(fed(sweep_updates(phases)))
+def printed(rate: float) -> str:
+    """A msg/s as the table prints it."""
+    return human_count(round(rate))
 
-    report = [judge(report_load(phase)) for phase in phases]
+
+def test_msg_s_verdicts_and_recommendation_are_the_reports() -> None:
+    phases = knee_sweep()
+    table = setting_verdicts(fed(sweep_updates(phases, transition=1)))
+    figures = report_figures(sweep_updates(phases, transition=1))
+
+    assert len(table.rows) == len(figures) == len(phases)
+    for row, report in zip(table.rows, figures, strict=True):
+        assert row.basis == BASIS_REPORT
+        assert (row.publish, row.confirm, row.consume) == (
+            report.publish_rate_mean,
+            report.confirm_rate_mean,
+            report.consume_rate_mean,
+        )
+        cells = [printed(row.publish), printed(row.confirm), printed(row.consume)]
+        assert cells == [
+            printed(report.publish_rate_mean),
+            printed(report.confirm_rate_mean),
+            printed(report.consume_rate_mean),
+        ]
+    # The phase's first second ran at half rate: the report's msg/s counts it.
+    assert printed(table.rows[2].publish) == "1917" and printed(table.rows[2].consume) == "1916"
+    report = [judge(report_load(p, f)) for p, f in zip(phases, figures, strict=True)]
     assert [(row.verdict, row.reason) for row in table.rows] == report
     assert [v for v, _ in report] == [
         Verdict.BACK_PRESSURED,
@@ -55,8 +79,8 @@ def test_verdicts_and_recommendation_are_the_reports() -> None:
         Verdict.SUSTAINABLE,
     ]
     points = [
-        ranked_throughput(p.inflight, p.consume, TARGET, p.p99, verdict, p.label)
-        for p, (verdict, _) in zip(phases, report, strict=True)
+        ranked_throughput(p.inflight, f.consume_rate_mean, TARGET, p.p99, verdict, p.label)
+        for p, f, (verdict, _) in zip(phases, figures, report, strict=True)
     ]
     expected = recommend("inflight", points).reasoning[-1]
     assert table.lines == (expected,)
@@ -64,25 +88,47 @@ def test_verdicts_and_recommendation_are_the_reports() -> None:
     assert table.rows[table.best or 0].settings.inflight == 50
 
 
-def test_sustained_figures_leave_out_the_transition_and_a_catch_up_burst() -> None:
-    """A two-second alarm stall and a burst at three times the target inside
-    the in-flight 100 phase: its sustained msg/s stays the steady 2000, the alarm makes it
-    overloaded, and the recommendation does not move."""
+def test_a_stall_and_its_catch_up_count_as_the_report_counts_them() -> None:
+    """A two-second alarm stall and a burst at three times the target inside the in-flight
+    100 phase: its msg/s is the report's (the stall and the burst counted), its settled
+    figure the steady 2000, the alarm makes it overloaded, and the recommendation does not
+    move."""
     phases = knee_sweep()
     stall = 3 * 12 + 4.0  # the fifth second of the fourth phase
-    table = setting_verdicts(fed(sweep_updates(phases, stall_at=stall)))
+    table = setting_verdicts(fed(sweep_updates(phases, stall_at=stall, transition=1)))
+    figures = report_figures(sweep_updates(phases, stall_at=stall, transition=1))
     stalled = table.rows[3]
     assert stalled.settings.inflight == 100
-    assert stalled.consume == pytest.approx(2000.0)
+    assert stalled.consume == figures[3].consume_rate_mean
+    assert printed(stalled.consume) == "1917"  # (1000 + 8 × 2000 + 6000) / 12 s
+    assert stalled.steady_consume == pytest.approx(2000.0)
+    wide = rich_text(SettingTable.render_verdicts(table, narrow=False, wide=True), width=120)
+    assert "settled" in wide and "settled: median cons/s after" in wide
     assert stalled.steady == 12 - 3
     assert stalled.verdict is Verdict.OVERLOADED
     assert stalled.reason.startswith("memory or disk alarm for ")
     assert table.lines[0].startswith("recommended inflight=50:")
 
 
+def test_ticks_without_snapshots_say_what_their_figures_are() -> None:
+    """An attached run's ticks come without the workers' snapshots: the table shows medians
+    of the per-second rates and says so under it."""
+    bare = (
+        Tick(**{**{f: getattr(u, f) for f in u.__dataclass_fields__}, "snapshots": ()})
+        if isinstance(u, Tick)
+        else u
+        for u in sweep_updates(transition=1)
+    )
+    table = setting_verdicts(fed(bare))
+    assert {row.basis for row in table.rows} == {BASIS_TICKS}
+    assert printed(table.rows[2].consume) == "1999"
+    text = rich_text(SettingTable.render_verdicts(table, narrow=False), width=160)
+    assert "medians of each phase's seconds" in text and "no client snapshots" in text
+
+
 def test_the_drain_is_a_row_of_its_own_and_not_part_of_the_sweep() -> None:
     def with_drain() -> Iterator[Update]:
-        ticks = list(sweep_updates(knee_sweep()[:3]))
+        ticks = list(sweep_updates(knee_sweep()[:3], transition=1))
         yield from ticks
         last = [u for u in ticks if isinstance(u, Tick)][-1]
         yield RunEvent(last.at, EventKind.DRAIN, "publishing stopped (duration reached)")
@@ -105,7 +151,7 @@ def test_the_drain_is_a_row_of_its_own_and_not_part_of_the_sweep() -> None:
 
 
 def test_no_sweep_yet_says_how_to_get_one() -> None:
-    table = setting_verdicts(fed(sweep_updates(knee_sweep()[:1])))
+    table = setting_verdicts(fed(sweep_updates(knee_sweep()[:1], transition=1)))
     assert table.lines == ()
     text = rich_text(SettingTable.render_verdicts(table, narrow=False))
     assert "no sweep yet" in text
@@ -119,7 +165,7 @@ async def test_table_tab_highlights_the_recommended_row() -> None:
         screen = app.screen
         assert isinstance(screen, LiveScreen)
         screen.history.clock = T0 + 60
-        for update in sweep_updates():
+        for update in sweep_updates(transition=1):
             fake.emit(update)
         await pilot.pause()
         await pilot.press("t")
@@ -144,7 +190,7 @@ async def show_sweep(pilot: object, fake: FakeControl, *keys: str) -> None:
     app = pilot.app  # type: ignore[attr-defined]
     await pilot.pause()  # type: ignore[attr-defined]
     app.screen.history.clock = T0 + 60
-    for update in sweep_updates():
+    for update in sweep_updates(transition=1):
         fake.emit(update)
     await pilot.pause()  # type: ignore[attr-defined]
     for key in keys:

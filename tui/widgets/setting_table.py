@@ -2,10 +2,11 @@
 
 An operator tuning a run asks "which in-flight limit (prefetch, ack interval...) is
 best?". The report answers after the run; this table answers while it goes, with the same
-rules: each phase's sustained figures (``model.phase_figures``: medians over its steady
-seconds), the report's verdict (``spark_reports.verdict.judge``) and, once a setting has
-run at two values, the line the report would print ("recommended inflight=…"), its phase
-highlighted.
+rules: each phase's msg/s as the report and ``flowdeck run --json`` give it
+(``model.phase_figures``: messages over the clients' active time in the phase), the
+median consume rate once the phase settled beside it, the report's verdict
+(``spark_reports.verdict.judge``) and, once a setting has run at two values, the line
+the report would print ("recommended inflight=…"), its phase highlighted.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from textual.widgets import Static
 from flowdeck.engine import STEERABLE, Setting
 from flowdeck.spark_reports.verdict import Verdict
 from flowdeck.tui.model import (
+    BASIS_TICKS,
     SETTING_TAGS,
     SETTLE_SECONDS,
     SWEEP_SETTINGS,
@@ -39,6 +41,8 @@ VERDICT_STYLES: dict[Verdict, str] = {
 }
 #: Below this width the table keeps only the setting, consume rate, p99 and verdict.
 NARROW = 60
+#: From this width the table adds the settled consume rate (the median once settled).
+WIDE = 90
 BEST_STYLE = "bold black on rgb(0,158,115)"
 BEST_MARK = "★"
 
@@ -90,11 +94,12 @@ class SettingTable(Static):
     def show(self, history: RunHistory) -> None:
         verdicts = setting_verdicts(history)
         self.verdicts = verdicts
-        self.shown = self.render_verdicts(verdicts, narrow=self.size.width < NARROW)
+        width = self.size.width
+        self.shown = self.render_verdicts(verdicts, narrow=width < NARROW, wide=width >= WIDE)
         self.update(self.shown)
 
     @staticmethod
-    def render_verdicts(verdicts: SettingVerdicts, *, narrow: bool) -> Group:
+    def render_verdicts(verdicts: SettingVerdicts, *, narrow: bool, wide: bool = False) -> Group:
         if not verdicts.rows:
             return Group(Text("waiting for the first second of the run", style="dim"))
         varying = varying_settings(verdicts.rows)
@@ -109,6 +114,8 @@ class SettingTable(Static):
         if not narrow:
             table.add_column("pub/s", justify="right", no_wrap=True)
         table.add_column("cons/s", justify="right", no_wrap=True)
+        if wide:
+            table.add_column("settled", justify="right", no_wrap=True)
         if not narrow:
             table.add_column("p50", justify="right", no_wrap=True)
         table.add_column("p99", justify="right", no_wrap=True)
@@ -123,6 +130,8 @@ class SettingTable(Static):
             if not narrow:
                 cells.append(human_count(round(row.publish)))
             cells.append(human_count(round(row.consume)))
+            if wide:
+                cells.append(human_count(round(row.steady_consume)))
             if not narrow:
                 cells.append("–" if row.p50 is None else milliseconds(row.p50))
             cells.append("–" if row.p99 is None else milliseconds(row.p99))
@@ -142,11 +151,28 @@ class SettingTable(Static):
                     style="italic",
                 )
             )
-        lines.append(
-            Text(
-                f"msg/s and ms: medians over each phase's seconds after its first "
-                f"{SETTLE_SECONDS}; verdicts by the report's rules",
-                style="dim",
-            )
-        )
+        lines.append(Text(basis_note(verdicts.rows, narrow=narrow, wide=wide), style="dim"))
         return Group(table, *lines)
+
+
+def basis_note(rows: tuple[PhaseFigures, ...], *, narrow: bool, wide: bool = False) -> str:
+    """What the figures are: msg/s as the report prints it (or, on an attached run whose
+    ticks carry no client snapshots, medians of the per-second rates), settled and ms."""
+    settled = f"after its first {SETTLE_SECONDS} s"
+    if rows and all(row.basis == BASIS_TICKS for row in rows):
+        return (
+            f"msg/s and ms: medians of each phase's seconds {settled} (this view gets no "
+            "client snapshots; the report's msg/s may differ); verdicts by the report's rules"
+        )
+    early = (
+        "; a phase the run has not yet reported: medians of its seconds"
+        if any(row.basis == BASIS_TICKS for row in rows)
+        else ""
+    )
+    if narrow:
+        return f"msg/s as the report; ms: medians per second{early}"
+    steady = f"settled: median cons/s {settled}; " if wide else ""
+    return (
+        "msg/s as the report and run --json: a phase's messages over the clients' active "
+        f"time in it; {steady}ms: medians per second{early}"
+    )

@@ -1,0 +1,82 @@
+"""The per-setting table on a real run: its msg/s are the run's own per-phase figures.
+
+The cockpit sees the run as ticks (each carrying the workers' snapshots it took in) and
+events; ``PhaseTable`` — what ``flowdeck run --json`` prints and the autopilot reads —
+gets every snapshot as a sink. While the run goes, both must give each phase the same
+msg/s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from flowdeck.collectors import Broker
+from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.events import RunEvent
+from flowdeck.engine.phase_figures import PhaseTable
+from flowdeck.engine.progress import Tick
+from flowdeck.engine.sinks import NullSink, RunStarted
+from flowdeck.engine.snapshot import ClientSnapshot
+from flowdeck.engine.spec import ScheduleStep
+from flowdeck.tui.model import BASIS_REPORT, RunHistory, human_count, setting_verdicts
+from tests.tui.test_real_run import small_spec
+
+pytestmark = [pytest.mark.broker]
+
+
+class Screens(NullSink):
+    """A cockpit's history fed what a screen gets, and a PhaseTable fed what the run's
+    summary table gets; the run's end (its recorded active times) is left out of both."""
+
+    def __init__(self) -> None:
+        self.history = RunHistory()
+        self.table = PhaseTable()
+
+    def on_start(self, run: RunStarted) -> None:
+        self.table.on_start(run)
+
+    def on_snapshot(self, snapshot: ClientSnapshot) -> None:
+        self.table.on_snapshot(snapshot)
+
+    def on_tick(self, tick: Tick) -> None:
+        self.history.add_tick(tick)
+
+    def on_event(self, event: RunEvent) -> None:
+        self.history.add_event(event)
+        self.table.on_event(event)
+
+
+async def test_live_table_msg_s_are_the_phase_tables(
+    shared_uri: str, unique_name: str, tmp_path: Path
+) -> None:
+    from flowdeck.engine.controller import Controller
+
+    spec = replace(
+        small_spec(shared_uri, unique_name, 6.0),
+        schedule=(ScheduleStep(3.0, Change(Setting.INFLIGHT, 2)),),
+    )
+    control = Controller(
+        spec, broker=Broker.parse(shared_uri), sessions_root=tmp_path, cleanup=True
+    )
+    screens = Screens()
+    control.add_sink(screens)
+    await control.start()
+    summary = await control.wait()
+    assert summary.safety.published > 0
+
+    rows = setting_verdicts(screens.history).rows
+    figures = {(f.drain, -1 if f.drain else f.index): f for f in screens.table.figures()}
+    load = [r for r in rows if not r.drain]
+    assert [r.settings.inflight for r in load] == [10, 2]
+    for row in rows:
+        report = figures[(row.drain, row.index)]
+        assert row.basis == BASIS_REPORT
+        shown = [human_count(round(x)) for x in (row.publish, row.confirm, row.consume)]
+        assert shown == [
+            human_count(round(x))
+            for x in (report.publish_rate_mean, report.confirm_rate_mean, report.consume_rate_mean)
+        ], (row.label, report)
+    assert load[0].publish > 0 and load[1].publish > 0
