@@ -3,7 +3,7 @@
 The cockpit sees the run as ticks (each carrying the workers' snapshots it took in) and
 events; ``PhaseTable`` — what ``flowdeck run --json`` prints and the autopilot reads —
 gets every snapshot as a sink. While the run goes, both must give each phase the same
-msg/s.
+msg/s, and a replay of the recorded session shows the table the live screen showed.
 """
 
 from __future__ import annotations
@@ -18,10 +18,12 @@ from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.events import RunEvent
 from flowdeck.engine.phase_figures import PhaseTable
 from flowdeck.engine.progress import Tick
+from flowdeck.engine.recording.reader import open_session
 from flowdeck.engine.sinks import NullSink, RunStarted
 from flowdeck.engine.snapshot import ClientSnapshot
 from flowdeck.engine.spec import ScheduleStep
 from flowdeck.tui.model import BASIS_REPORT, RunHistory, human_count, setting_verdicts
+from flowdeck.tui.replay import load_replay
 from tests.tui.test_real_run import small_spec
 
 pytestmark = [pytest.mark.broker]
@@ -80,3 +82,15 @@ async def test_live_table_msg_s_are_the_phase_tables(
             for x in (report.publish_rate_mean, report.confirm_rate_mean, report.consume_rate_mean)
         ], (row.label, report)
     assert load[0].publish > 0 and load[1].publish > 0
+
+    # The replay's ticks are rebuilt from the recorded snapshots: the same table.
+    assert summary.session_dir is not None
+    replay = load_replay(open_session(Path(summary.session_dir)))
+    replayed = setting_verdicts(replay.history_at(len(replay.frames) - 1)).rows
+    assert [(r.label, r.basis, printed(r)) for r in replayed] == [
+        (r.label, r.basis, printed(r)) for r in rows
+    ]
+
+
+def printed(row: object) -> list[str]:
+    return [human_count(round(getattr(row, name))) for name in ("publish", "confirm", "consume")]
