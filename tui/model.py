@@ -46,6 +46,8 @@ from flowdeck.spark_reports.verdict import (
 WINDOW_SECONDS = 300
 #: A source whose figures are older than this many statistics intervals is shown as stale.
 STALE_AFTER_INTERVALS = 3.0
+#: The run summary's ``active`` times (``engine.snapshot.ActiveTimes``'s fields).
+ACTIVE_TIMES = ("first_publish", "last_publish", "last_confirm", "first_consume", "last_consume")
 #: The per-phase figures are recomputed no sooner than this many times what they took
 #: last (so they take at most a tenth of the screen's time).
 REPORT_COST_FACTOR = 10.0
@@ -318,6 +320,14 @@ class RunHistory:
         elif event.kind is EventKind.ALARM_CLEARED:
             resource = str(event.detail.get("alarm", "")) or _alarm_word(event.message)
             self.alarms.discard(resource)
+
+    def run_ended(self, active: Mapping[str, float | None]) -> None:
+        """The run's summary says when the clients were active (its ``active`` times, as
+        ``RunSummary.to_json`` writes them): the per-phase figures divide by those spans
+        from now on, as the report and the run's JSON summary do."""
+        times = SimpleNamespace(**{name: active.get(name) for name in ACTIVE_TIMES})
+        self.report.on_finish(cast(Any, SimpleNamespace(active=times)))
+        self._report_cache = None
 
     def report_figures(self) -> Mapping[tuple[bool, int], ReportPhase]:
         """The report's figures of each phase so far, by (drain, phase index; -1 for the

@@ -3,7 +3,8 @@
 The cockpit sees the run as ticks (each carrying the workers' snapshots it took in) and
 events; ``PhaseTable`` — what ``flowdeck run --json`` prints and the autopilot reads —
 gets every snapshot as a sink. While the run goes, both must give each phase the same
-msg/s, and a replay of the recorded session shows the table the live screen showed.
+msg/s; a replay of the recorded session ends on the figures ``run --json`` printed (the
+run's summary says when the clients were active).
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ async def test_live_table_msg_s_are_the_phase_tables(
     )
     screens = Screens()
     control.add_sink(screens)
+    final = PhaseTable()  # as ``flowdeck run --json`` keeps it, to the run's end
+    control.add_sink(final)
     await control.start()
     summary = await control.wait()
     assert summary.safety.published > 0
@@ -83,14 +86,20 @@ async def test_live_table_msg_s_are_the_phase_tables(
         ], (row.label, report)
     assert load[0].publish > 0 and load[1].publish > 0
 
-    # The replay's ticks are rebuilt from the recorded snapshots: the same table.
+    # The replay's ticks are rebuilt from the recorded snapshots and its last frame brings
+    # the summary's active times: the table ends on the run's JSON summary's figures.
     assert summary.session_dir is not None
     replay = load_replay(open_session(Path(summary.session_dir)))
     replayed = setting_verdicts(replay.history_at(len(replay.frames) - 1)).rows
+    ended = {(f.drain, -1 if f.drain else f.index): f for f in final.figures(summary.ended)}
     assert [(r.label, r.basis, printed(r)) for r in replayed] == [
-        (r.label, r.basis, printed(r)) for r in rows
+        (r.label, BASIS_REPORT, printed(ended[(r.drain, r.index)])) for r in rows
     ]
 
 
 def printed(row: object) -> list[str]:
-    return [human_count(round(getattr(row, name))) for name in ("publish", "confirm", "consume")]
+    """The msg/s as the table prints them, of a table row or a ``PhaseTable`` phase."""
+    names = ("publish", "confirm", "consume")
+    if not hasattr(row, "publish"):
+        names = ("publish_rate_mean", "confirm_rate_mean", "consume_rate_mean")
+    return [human_count(round(getattr(row, name))) for name in names]
