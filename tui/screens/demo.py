@@ -25,7 +25,7 @@ from textual.containers import Horizontal, Vertical
 from textual.events import Resize
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Digits, Footer, Label, ProgressBar, Static
+from textual.widgets import Digits, Label, ProgressBar, Static
 
 from flowdeck.collectors import redact
 from flowdeck.engine import FlowdeckError
@@ -39,6 +39,7 @@ from flowdeck.tui.source import RunControl
 from flowdeck.tui.tour import CONSUME, DEPTH, P99, PENDING, PUBLISH, Tour, changes_to
 from flowdeck.tui.widgets.dashboard import Dashboard
 from flowdeck.tui.widgets.figure_strip import Figure, figures
+from flowdeck.tui.widgets.footer import FittingFooter
 
 #: The big figures, left to right.
 BIG_FIGURES = (PUBLISH, CONSUME, P99, PENDING, DEPTH)
@@ -249,7 +250,7 @@ class DemoScreen(LiveScreen, inherit_bindings=False):
         yield BigFigures(id="big-figures")
         yield Static(id="caption")
         yield Dashboard(self.control.spec.name, id="dashboard")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.show_step()
@@ -365,7 +366,7 @@ class TourIntroScreen(Screen[None]):
             yield Static(f"runs: {what_it_runs(self.tour.spec)}", id="runs")
             yield ProgressBar(total=None, show_eta=False, show_percentage=False)
             yield Static("", id="status")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self._began = time.monotonic()

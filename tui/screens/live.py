@@ -9,7 +9,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.events import Resize
 from textual.screen import Screen
-from textual.widgets import Footer, TabbedContent
+from textual.widgets import TabbedContent
 
 from flowdeck.collectors import BrokerSample
 from flowdeck.engine import (
@@ -43,6 +43,7 @@ from flowdeck.tui.screens.prompt import ChangePrompt, ConfirmStop
 from flowdeck.tui.source import RunControl
 from flowdeck.tui.widgets.dashboard import Dashboard
 from flowdeck.tui.widgets.event_log import EventLog
+from flowdeck.tui.widgets.footer import FittingFooter
 from flowdeck.tui.widgets.latency_chart import LatencyChart
 from flowdeck.tui.widgets.node_strip import NodeStrip, short_names
 
@@ -131,7 +132,7 @@ class LiveScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield Dashboard(self.control.spec.name, id="dashboard")
         yield NodeStrip(id="node-strip")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.control.add_sink(_ScreenSink(self))

@@ -9,7 +9,7 @@ from textual.binding import Binding, BindingType
 from textual.events import Resize
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, TabbedContent
+from textual.widgets import TabbedContent
 
 from flowdeck.engine import SendBasis
 from flowdeck.tui.keys import HELP_BINDING
@@ -18,6 +18,7 @@ from flowdeck.tui.replay import Replay, apply_frame
 from flowdeck.tui.screens.live import fit_layout, narrow_css, toggle_side
 from flowdeck.tui.widgets.dashboard import Dashboard
 from flowdeck.tui.widgets.event_log import EventLog
+from flowdeck.tui.widgets.footer import FittingFooter
 from flowdeck.tui.widgets.latency_chart import LatencyChart
 from flowdeck.tui.widgets.run_header import RunHeader
 
@@ -56,7 +57,7 @@ class ReplayScreen(Screen[None]):
 
     def compose(self) -> ComposeResult:
         yield Dashboard(f"replay of {self.replay.name}", id="dashboard")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.seek_to(0)

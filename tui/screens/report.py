@@ -28,12 +28,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from flowdeck.spark_reports.tables import Cell, format_cell
 from flowdeck.spark_reports.verdict import Verdict
 from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.model import SWEEP_SETTINGS
+from flowdeck.tui.widgets.footer import FittingFooter
 from flowdeck.tui.widgets.setting_table import BEST_MARK, BEST_STYLE, VERDICT_STYLES
 
 HTML = "report.html"
@@ -284,7 +285,7 @@ class ReportScreen(Screen[None]):
         with VerticalScroll(id="report-notes"):
             yield Static("", id="report-why")
             yield Static(self.notes(), id="report-lines")
-        yield Footer()
+        yield FittingFooter()
 
     def heading(self) -> str:
         sessions = self.report.sessions

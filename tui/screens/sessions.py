@@ -14,7 +14,7 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from flowdeck.engine import (
     FlowdeckError,
@@ -26,6 +26,7 @@ from flowdeck.engine import (
 from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.model import human_count
 from flowdeck.tui.screens.report import ReportScreen, ReportUnreadable, latest_report, read_report
+from flowdeck.tui.widgets.footer import FittingFooter
 from flowdeck.tui.widgets.run_header import clock
 
 #: How the report job's stage lines begin (``report [2/5] per-phase figures with Spark``).
@@ -86,7 +87,7 @@ class SessionsScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield DataTable(id="sessions", cursor_type="row", zebra_stripes=True)
         yield Static("", id="report-status")
-        yield Footer()
+        yield FittingFooter()
 
     @property
     def sessions_root(self) -> Path:

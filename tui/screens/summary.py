@@ -12,11 +12,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from flowdeck.engine import RunSummary
 from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.model import human_count
+from flowdeck.tui.widgets.footer import FittingFooter
 from flowdeck.tui.widgets.run_header import clock
 
 SAFETY_WORDS = (
@@ -101,7 +102,7 @@ class SummaryScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield Static(summary_renderable(self.summary), id="summary")
-        yield Footer()
+        yield FittingFooter()
 
     def action_back(self) -> None:
         self.app.pop_screen()
