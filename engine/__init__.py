@@ -26,7 +26,7 @@ from flowdeck.engine.settings import (
     Step,
     setting_value,
 )
-from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, WorkerReport
+from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters, Settings, WorkerReport
 from flowdeck.engine.spec import (
     FIELDS,
     RunSpec,
@@ -39,7 +39,7 @@ from flowdeck.engine.spec import (
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from flowdeck.engine.amqp.connection import connect
-    from flowdeck.engine.autotune import Autopilot
+    from flowdeck.engine.autotune import Autopilot, Depth, phase_load
     from flowdeck.engine.control import (
         RUNS_DIR_ENV,
         ControlAddress,
@@ -108,6 +108,8 @@ if TYPE_CHECKING:
 #: CLI's parsing, the cockpit's launch form) stays quick.
 _LAZY: dict[str, str] = {
     "Autopilot": "flowdeck.engine.autotune",
+    "Depth": "flowdeck.engine.autotune",
+    "phase_load": "flowdeck.engine.autotune",
     "ControlAddress": "flowdeck.engine.control",
     "ControlClient": "flowdeck.engine.control",
     "ControlRefused": "flowdeck.engine.control",
@@ -196,6 +198,7 @@ __all__ = [
     "THRESHOLDS_FAILED_EXIT",
     "UNCHECKED_CONNECTIONS_LIMIT",
     "URI_ENV",
+    "ActiveTimes",
     "Autopilot",
     "BrokerUnavailable",
     "Change",
@@ -207,6 +210,7 @@ __all__ = [
     "Controller",
     "Counters",
     "DataSafety",
+    "Depth",
     "Endpoint",
     "EventKind",
     "FlowdeckError",
@@ -268,6 +272,7 @@ __all__ = [
     "parse_control_address",
     "parse_fault",
     "parse_thresholds",
+    "phase_load",
     "preset",
     "resolve_uri",
     "resolve_workers",

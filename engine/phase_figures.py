@@ -145,7 +145,7 @@ class PhaseTable(NullSink):
     # -- as a sink ---------------------------------------------------------------------------
 
     def on_start(self, run: RunStarted) -> None:
-        self._started_at = run.started_at
+        self.begin(run.started_at)
 
     def on_snapshot(self, snapshot: ClientSnapshot) -> None:
         self.add_snapshot(snapshot)
@@ -154,7 +154,17 @@ class PhaseTable(NullSink):
         self.add_event(event)
 
     def on_finish(self, summary: RunSummary) -> None:
-        self._active = summary.active
+        self.end(summary.active)
+
+    def begin(self, started_at: float) -> None:
+        """The run's time origin (a sink gets it with the run's start; a view fed from
+        ticks takes it from the first one)."""
+        self._started_at = started_at
+
+    def end(self, active: ActiveTimes) -> None:
+        """When the clients were active (the summary's): from now on each phase's msg/s
+        divides by those spans, as the report and the JSON summary do."""
+        self._active = active
 
     # -- feeding -----------------------------------------------------------------------------
 

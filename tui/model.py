@@ -12,17 +12,16 @@ import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from types import SimpleNamespace
-from typing import Any, cast
 
 from flowdeck.collectors import BrokerSample
 from flowdeck.engine import (
+    ActiveTimes,
+    Depth,
     EventKind,
     LatencyKind,
     Percentiles,
     PhaseTable,
     RunEvent,
-    RunSpec,
     SendBasis,
     Setting,
     Settings,
@@ -30,6 +29,7 @@ from flowdeck.engine import (
     Tick,
     format_number,
     parse_change,
+    phase_load,
 )
 from flowdeck.engine import PhaseFigures as ReportPhase
 from flowdeck.spark_reports.verdict import (
@@ -214,10 +214,7 @@ class RunHistory:
             self.started_at = tick.at - tick.elapsed
         if tick.snapshots:
             if self.snapshots == 0:
-                # The run's start as a sink gets it (``engine.sinks.RunStarted``, not on the
-                # engine's face; the table reads only ``started_at``).
-                start = SimpleNamespace(spec=RunSpec(), started_at=self.started_at)
-                self.report.on_start(cast(Any, start))
+                self.report.begin(self.started_at)
             for snap in tick.snapshots:
                 # Counts only: the table's latency comes from the ticks, and decoding every
                 # worker's histograms a second time would cost the screen's loop.
@@ -325,8 +322,7 @@ class RunHistory:
         """The run's summary says when the clients were active (its ``active`` times, as
         ``RunSummary.to_json`` writes them): the per-phase figures divide by those spans
         from now on, as the report and the run's JSON summary do."""
-        times = SimpleNamespace(**{name: active.get(name) for name in ACTIVE_TIMES})
-        self.report.on_finish(cast(Any, SimpleNamespace(active=times)))
+        self.report.end(ActiveTimes(**{name: active.get(name) for name in ACTIVE_TIMES}))
         self._report_cache = None
 
     def report_figures(self) -> Mapping[tuple[bool, int], ReportPhase]:
@@ -532,24 +528,9 @@ def phase_figures(track: PhaseTrack, report: ReportPhase | None = None) -> Phase
     depth_end = float(polls[-1][1]) if polls else None
     alarm_s = float(sum(1 for s in seconds if s.alarm))
     if report is not None:
-        # The report's load of the phase (``spark_reports.figures._load``, and the
-        # autopilot's ``engine.autotune.phase_load``) from its live figures.
-        load = PhaseLoad(
-            publish_rate=report.publish_rate_mean,
-            consume_rate=report.consume_rate_mean,
-            confirm_rate=report.confirm_rate_mean,
-            target_rate=report.target_rate,
-            pending_confirms_mean=report.pending_confirms_mean,
-            inflight=track.settings.inflight,
-            publishers=track.settings.publishers,
-            blocked_s=float(report.blocked_s),
-            alarm_s=alarm_s,
-            depth_start=depth_start,
-            depth_end=depth_end,
-            depth_slope=_slope(polls),
-            seconds=report.seconds,
-            paused_s=report.paused_s,
-        )
+        # The report's load of the phase, as the autopilot takes it from the same figures.
+        depth = Depth(start=depth_start, end=depth_end, slope=_slope(polls), alarm_s=alarm_s)
+        load = phase_load(report, track.settings, depth)
     else:
         targets = [s.target for s in running]
         target = sum(targets) / len(targets) if targets and all(t > 0 for t in targets) else None
