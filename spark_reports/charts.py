@@ -80,8 +80,21 @@ def _headroom(axes: Axes, highest: float, share: float = 0.15) -> None:
     axes.set_ylim(0, max(1.0, highest * (1 + share)))
 
 
+#: A phase label's width per character, as a share of the axes' width (8 pt text on the
+#: timeline's 11-inch figure), to tell when two labels would overlap.
+LABEL_CHAR_SHARE = 0.0075
+#: Rows of phase labels above the axes: a label that would overlap the one before it on its
+#: row goes up a row (short autopilot steps side by side), at most this many.
+LABEL_ROWS = 3
+
+
 def _shade_phases(axes: Axes, phases: Sequence[PhaseFigures], label: bool) -> None:
-    """Phases as background bands coloured by verdict, labelled at the top."""
+    """Phases as background bands coloured by verdict, labelled at the top; labels of phases
+    too short for them are stacked in rows instead of printed over each other."""
+    first = min((p.start_s for p in phases), default=0.0)
+    last = max((p.start_s + (p.duration_s or 0.0) for p in phases), default=0.0)
+    span = max(last - first, 1e-9)
+    row_ends = [-1.0] * LABEL_ROWS  # where each row's last label ends (axes share)
     for p in phases:
         begin = p.start_s
         end = begin + (p.duration_s or 0.0)
@@ -89,9 +102,14 @@ def _shade_phases(axes: Axes, phases: Sequence[PhaseFigures], label: bool) -> No
         if p.phase.index:
             axes.axvline(begin, color="#9e9e9e", lw=0.8, ls="--", zorder=1)
         if label:
+            middle = ((begin + end) / 2 - first) / span
+            half = len(p.phase.label) * LABEL_CHAR_SHARE / 2
+            row = next((r for r, edge in enumerate(row_ends) if middle - half > edge), 0)
+            row_ends[row] = middle + half
             axes.text(
-                (begin + end) / 2, 1.01, p.phase.label, transform=axes.get_xaxis_transform(),
-                ha="center", va="bottom", fontsize=8, color="#424242", clip_on=False,
+                (begin + end) / 2, 1.01 + 0.07 * row, p.phase.label,
+                transform=axes.get_xaxis_transform(), ha="center", va="bottom", fontsize=8,
+                color="#424242", clip_on=False,
             )  # fmt: skip
 
 
