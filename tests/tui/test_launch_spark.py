@@ -87,3 +87,33 @@ async def test_the_spark_master_typed_reaches_the_run(
     assert isinstance(placement, SparkPlacement)
     assert (placement.master, placement.workers, control.workers) == ("local[2]", 2, 2)
     assert control.spec.workers == 2
+
+
+async def test_loading_a_preset_keeps_the_broker_in_the_form(shared_uri: str) -> None:
+    """`flowdeck cockpit --uri …` then Enter on another preset: the preset says what load to
+    run, not where, so the broker fields stay (they used to empty, and the next launch went
+    to a private node)."""
+    from textual.widgets import OptionList
+
+    app = FlowdeckApp(spec=spec(shared_uri, "keep-broker"))
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, LaunchScreen)
+        await type_into(pilot, field_id("prometheus_url"), "http://127.0.0.1:9090")
+        presets = screen.query_one("#preset-list", OptionList)
+        chosen = next(i for i in range(presets.option_count)
+                      if presets.get_option_at_index(i).id == "bench2-sweep")  # fmt: skip
+        presets.highlighted = chosen
+        presets.focus()
+        await pilot.press("enter")
+        await pilot.pause()
+        form = {
+            name: screen.query_one(f"#{field_id(name)}", Input).value
+            for name in ("name", "uri", "management_url", "prometheus_url")
+        }
+        assert form == {
+            "name": "bench2-sweep",
+            "uri": shared_uri,
+            "management_url": "",
+            "prometheus_url": "http://127.0.0.1:9090",
+        }

@@ -5,6 +5,7 @@ launch. Every field is validated as it is typed; the message shows next to the f
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -370,6 +371,11 @@ class LaunchScreen(Screen[None]):
             spec = preset(str(event.option.id), self.scale())
         except SpecError:
             return
+        # A preset says what load to run, never which broker: the broker in the form (from
+        # --uri, or typed) stays, where loading the preset used to empty it and send the next
+        # launch to a private node.
+        kept = {name: cast(Input, self.field_widget(name)).value.strip() for name in BROKER_FIELDS}
+        spec = replace(spec, **{name: value for name, value in kept.items() if value})
         self.fill(spec)
         self.notify(f"preset {spec.name} loaded (scale {self.scale():g})", timeout=3)
 
