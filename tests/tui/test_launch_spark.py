@@ -117,3 +117,26 @@ async def test_loading_a_preset_keeps_the_broker_in_the_form(shared_uri: str) ->
             "management_url": "",
             "prometheus_url": "http://127.0.0.1:9090",
         }
+
+
+def test_the_cockpit_takes_flowdeck_uri_as_run_and_the_demo_do(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """FLOWDECK_URI fills the form's uri (a given --uri or a spec file's own uri wins), so
+    the launch shows where the run goes instead of quietly starting a private node."""
+    from flowdeck.tui.cli import build_parser
+    from flowdeck.tui.cli.cockpit import initial_spec
+
+    monkeypatch.setenv("FLOWDECK_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
+    given = build_parser().parse_args(["cockpit", "--uri", "amqp://other:5672/%2F"])
+    assert initial_spec(build_parser().parse_args(["cockpit"])).uri == (
+        "amqp://guest:guest@127.0.0.1:5672/%2F"
+    )
+    assert initial_spec(given).uri == "amqp://other:5672/%2F"
+    own = tmp_path / "own.toml"
+    own.write_text('uri = "amqp://own:5672/%2F"\n', encoding="utf-8")
+    assert initial_spec(build_parser().parse_args(["cockpit", "--spec", str(own)])).uri == (
+        "amqp://own:5672/%2F"
+    )
+    monkeypatch.delenv("FLOWDECK_URI")
+    assert initial_spec(build_parser().parse_args(["cockpit"])).uri == ""

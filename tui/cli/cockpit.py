@@ -6,11 +6,12 @@ Textual is imported only here, inside the handler, so every other command starts
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from flowdeck.engine import DEFAULT_PRESET, RunSpec, load_spec_file, preset
+from flowdeck.engine import DEFAULT_PRESET, URI_ENV, RunSpec, load_spec_file, preset
 
 
 def register(subparsers: Any) -> None:
@@ -27,7 +28,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--scale", type=float, help="scale factor for the preset (default 0.1, fits a laptop)"
     )
-    parser.add_argument("--uri", help="AMQP URI of the broker (default: a private local node)")
+    parser.add_argument(
+        "--uri",
+        help="AMQP URI of the broker (default: $FLOWDECK_URI, else a private local node)",
+    )
     parser.add_argument("--management-url", help="management API URL (default: from uri)")
     parser.add_argument("--prometheus-url", help="Prometheus server URL (default: none)")
     parser.add_argument("--duration", type=float, help="run length in seconds")
@@ -53,6 +57,10 @@ def initial_spec(args: argparse.Namespace) -> RunSpec:
     overrides: dict[str, Any] = {}
     if args.uri is not None:
         overrides["uri"] = args.uri
+    elif not spec.uri and os.environ.get(URI_ENV):
+        # As `flowdeck run` and the demo take it; in the form, so the launch shows where
+        # the run goes (an empty uri there means a private node).
+        overrides["uri"] = os.environ[URI_ENV]
     if args.management_url is not None:
         overrides["management_url"] = args.management_url
     if args.prometheus_url is not None:
