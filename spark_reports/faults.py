@@ -3,8 +3,9 @@
 Outages (a worker lost its broker connection), memory and disk alarms, connections
 blocked by flow control, broker sources that went stale, nodes lost on purpose (a node
 fault's ``kill`` or ``stop`` until its ``start`` or ``restart``), and errors: each with when it
-started and ended, how long it lasted and — from the per-second consume rate — how long
-after it began the consumers were back at the rate they had before it. The manifest's
+started and ended, how long it lasted, how long the publishers and the consumers stood
+still after it (from their per-second rates) and how long after it began the consumers
+were back at the rate they had before it. The manifest's
 summary adds what the run lost: confirmed but never consumed, consumed twice,
 unconfirmed, nacked, returned.
 """
@@ -20,6 +21,9 @@ from typing import Any
 RECOVERED_SHARE = 0.95
 #: How many seconds before a fault make its "before" rate.
 BEFORE_SECONDS = 5
+#: A side (publishers or consumers) is interrupted in a second whose rate is at most this
+#: share of its mean over the seconds before the fault.
+STALLED_SHARE = 0.05
 
 #: Event kinds that open and close a fault, and what the fault is called.
 _PAIRS: dict[str, tuple[str, str]] = {
@@ -42,6 +46,11 @@ class Fault:
     end_s: float | None
     recovered_after_s: float | None
     detail: str
+    #: Seconds the publishers (confirms, or publishes without confirms) and the consumers
+    #: stood still after it (see :func:`interrupted_s`); None: no rate to compare, or the
+    #: publishers' rate was not given.
+    publishers_interrupted_s: float | None = None
+    consumers_interrupted_s: float | None = None
 
     @property
     def duration_s(self) -> float | None:
@@ -64,10 +73,13 @@ def faults(
     events: Sequence[Mapping[str, Any]],
     run_start: float,
     consume_per_second: Mapping[int, float],
+    publish_per_second: Mapping[int, float] | None = None,
 ) -> list[Fault]:
     """The session's faults in time order. Alarms raised by both sources (management and
     Prometheus) are one alarm while either says so. ``consume_per_second``: the consume
-    rate per run second, which says when consumers recovered."""
+    rate per run second, which says when consumers recovered and how long they stood
+    still; ``publish_per_second`` (the confirm rate with confirms, else the publish rate):
+    how long the publishers stood still."""
     open_faults: dict[tuple[str, str], tuple[float, Mapping[str, Any]]] = {}
     found: list[tuple[str, str, float, float | None, str]] = []
     closing = {end: (start, name) for start, (end, name) in _PAIRS.items()}
@@ -107,7 +119,16 @@ def faults(
         found.append((name, subject, at, None, "still on when the run ended"))
     found.sort(key=lambda f: f[2])
     return [
-        Fault(name, subject, start, end, _recovered_after(start, end, consume_per_second), text)
+        Fault(
+            name,
+            subject,
+            start,
+            end,
+            _recovered_after(start, end, consume_per_second),
+            text,
+            None if publish_per_second is None else interrupted_s(start, end, publish_per_second),
+            interrupted_s(start, end, consume_per_second),
+        )
         for name, subject, start, end, text in found
     ]
 
@@ -175,6 +196,49 @@ def _recovered_after(
         elif dipped:
             return max(0.0, second - start_s)
     return None if dipped else 0.0
+
+
+def interrupted_s(
+    start_s: float, end_s: float | None, per_second: Mapping[int, float]
+) -> float | None:
+    """How many seconds one side of the run stood still after a fault that began at
+    ``start_s``: the longest run of consecutive seconds, the first of them from the fault's
+    second up to :data:`BEFORE_SECONDS` after its end (or its start, when it has none), in
+    which the side's rate was at most :data:`STALLED_SHARE` of its mean over the
+    :data:`BEFORE_SECONDS` before. ``per_second``: the side's rate per run second, the
+    confirm rate for publishers with confirms (else the publish rate), the consume rate for
+    consumers; a second with no row counts as stalled. Whole seconds (the rows' grain); 0
+    when the side never stalled, None when it had no rate before the fault to compare with.
+    """
+    first = int(start_s)
+    before = [per_second[s] for s in range(first - BEFORE_SECONDS, first) if s in per_second]
+    if not before or sum(before) <= 0:
+        return None
+    stalled = STALLED_SHARE * sum(before) / len(before)
+    last_start = int((start_s if end_s is None else end_s) + BEFORE_SECONDS)
+    end = max(per_second) if per_second else first
+    longest = 0
+    run_from: int | None = None
+    for second in range(first, end + 1):
+        if per_second.get(second, 0.0) <= stalled:
+            if run_from is None:
+                if second > last_start:
+                    break
+                run_from = second
+            longest = max(longest, second - run_from + 1)
+        else:
+            run_from = None
+    return float(longest)
+
+
+def interruption_sentence(publishers_s: float | None, consumers_s: float | None) -> str:
+    """``publishers interrupted 3 s, consumers interrupted 4 s``; ``?`` for a side with no
+    rate before the fault."""
+
+    def said(seconds: float | None) -> str:
+        return "?" if seconds is None else f"{seconds:.0f} s"
+
+    return f"publishers interrupted {said(publishers_s)}, consumers interrupted {said(consumers_s)}"
 
 
 @dataclass(frozen=True, slots=True)
