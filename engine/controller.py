@@ -857,7 +857,8 @@ class Controller:
         errors = [*self._failures, *self._errors, *(e for r in reports for e in r.errors)]
         if self._cleanup:
             try:
-                deleted = await topology.delete_queues(self._uri, self.spec.queue_names)
+                # Any node that is up: node 1 may be the one a fault took down.
+                deleted = await topology.delete_queues(self.broker.uris, self.spec.queue_names)
                 self._event(EventKind.INFO, f"deleted {deleted} queue(s) of the run")
             except FlowdeckError as exc:
                 errors.append(f"queues not deleted: {exc}")

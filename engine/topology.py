@@ -392,9 +392,22 @@ def refuse_busy_queues(spec: RunSpec, busy: Mapping[str, int]) -> None:
     )
 
 
-async def delete_queues(uri: str, names: Sequence[str]) -> int:
-    """Delete the named queues (missing ones are fine); how many were deleted."""
-    connection = await connect(uri)
+async def connect_any(uris: Sequence[str]) -> AbstractConnection:
+    """A connection to the first of ``uris`` that answers (a cluster's nodes in order), or
+    the last node's BrokerUnavailable: a run that lost node 1 still cleans up on node 2."""
+    refused: BrokerUnavailable | None = None
+    for uri in uris:
+        try:
+            return await connect(uri)
+        except BrokerUnavailable as exc:
+            refused = exc
+    raise refused or BrokerUnavailable("no broker uri to connect to")
+
+
+async def delete_queues(uri: str | Sequence[str], names: Sequence[str]) -> int:
+    """Delete the named queues (missing ones are fine) through the first node of ``uri``
+    (one URI or a cluster's) that answers; how many were deleted."""
+    connection = await connect_any((uri,) if isinstance(uri, str) else uri)
     deleted = 0
     try:
         channel = await connection.channel()

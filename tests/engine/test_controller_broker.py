@@ -11,6 +11,7 @@ import itertools
 import statistics
 from pathlib import Path
 
+import aiormq.exceptions
 import pytest
 from aio_pika.abc import AbstractIncomingMessage
 
@@ -182,6 +183,27 @@ async def test_a_run_whose_queues_another_client_consumes_is_refused_before_it_s
     finally:
         await other.close()
         await topology.delete_queues(shared_uri, spec.queue_names)
+
+
+async def test_queues_are_deleted_through_a_node_that_is_up(
+    shared_uri: str, unique_name: str
+) -> None:
+    """A cluster run whose node 1 a fault took down cleaned up through node 1 only and
+    left its queues ('cannot connect to the broker'); the next node that answers serves."""
+    from flowdeck.collectors.local_broker import free_port
+    from flowdeck.engine import topology
+
+    spec = RunSpec(queue_pattern=f"{unique_name}-%d", queues=2)
+    await topology.declare(spec, shared_uri)
+    down = f"amqp://guest:guest@127.0.0.1:{free_port()}/%2F"
+    assert await topology.delete_queues([down, shared_uri], spec.queue_names) == 2
+    connection = await topology.connect(shared_uri)
+    try:
+        channel = await connection.channel()
+        with pytest.raises(aiormq.exceptions.ChannelNotFoundEntity):
+            await channel.declare_queue(spec.queue_names[0], passive=True)
+    finally:
+        await connection.close()
 
 
 async def test_socket_capacity_is_read_or_the_reason_it_is_not_is_given(
