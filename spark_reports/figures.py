@@ -114,9 +114,15 @@ def build_figures(
         host_rows[row["session"]].append(row)
     last_second: dict[str, int] = {}
     consumed: dict[str, dict[int, float]] = defaultdict(dict)
+    # What publishers get done per second: confirms when the run asks for them (a publisher
+    # whose confirms stop is stalled even while its window drains), else publishes.
+    confirmed: dict[str, dict[int, float]] = defaultdict(dict)
+    published: dict[str, dict[int, float]] = defaultdict(dict)
     for row in measured.seconds:
         last_second[row["session"]] = max(last_second.get(row["session"], -1), row["sec"])
         consumed[row["session"]][row["sec"]] = float(row["consume_rate"] or 0.0)
+        confirmed[row["session"]][row["sec"]] = float(row["confirm_rate"] or 0.0)
+        published[row["session"]][row["sec"]] = float(row["publish_rate"] or 0.0)
 
     result: list[SessionFigures] = []
     for session in sessions:
@@ -164,7 +170,16 @@ def build_figures(
                 whole=whole.get((session.key,), {}),
                 whole_latency=whole_latency.get(session.key, {}),
                 duration_s=(end_us - session.start_us) / 1e6,
-                faults=tuple(faults(session.events, session.manifest.start, consumed[session.key])),
+                faults=tuple(
+                    faults(
+                        session.events,
+                        session.manifest.start,
+                        consumed[session.key],
+                        (confirmed if session.manifest.spec.get("confirms", True) else published)[
+                            session.key
+                        ],
+                    )
+                ),
                 safety=DataSafety.from_summary(session.manifest.summary),
                 fan_out=fan_out,
                 active_recorded=active_spans(session).recorded,
@@ -550,6 +565,8 @@ def faults_table(figures: SessionFigures) -> Table:
             rounded(fault.end_s, 1),
             rounded(fault.duration_s, 1),
             rounded(fault.recovered_after_s, 1),
+            rounded(fault.publishers_interrupted_s, 0),
+            rounded(fault.consumers_interrupted_s, 0),
             fault.detail,
         )
         for fault in figures.faults
@@ -571,6 +588,8 @@ def faults_table(figures: SessionFigures) -> Table:
             "end s",
             "duration s",
             "consumers back after s",
+            "publishers stalled s",
+            "consumers stalled s",
             "detail",
         ),
         rows=tuple(rows),

@@ -214,6 +214,13 @@ def test_each_run_has_its_faults_and_what_it_lost(report: Report) -> None:
     # consumers took nothing from 20 s (consumers=0) and were back at their rate in the
     # catch-up phase's first second, 26 s: 5.8 s after the outage began
     assert float(outage["consumers back after s"]) == 5.8
+    # the consumers=0 phase's six seconds (20-25) took nothing; publishers went on
+    assert (float(outage["publishers stalled s"]), float(outage["consumers stalled s"])) == (0, 6)
+    # the synthetic alarm blocks nobody: neither side stood still
+    assert (float(faults[1]["publishers stalled s"]), float(faults[1]["consumers stalled s"])) == (
+        0,
+        0,
+    )
     assert "7 unconfirmed and 3 unacked at the drop" in outage["detail"]
     # both sources' reports make one alarm, from the first raise to the last clear
     assert (float(alarm["start s"]), float(alarm["end s"])) == (40.0, 43.0)
