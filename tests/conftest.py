@@ -52,6 +52,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     Broker tests need the shared broker prepared: without its management API the
     socket-limit check cannot refuse a run, and a test of that refusal would open thousands
     of connections to the shared broker. Stop before anything runs instead."""
+    # Without pytest-xdist (`-p no:xdist`) its marker is unknown, and nothing to group.
+    grouping = config.pluginmanager.hasplugin("xdist")
     groups = {item.nodeid: xdist_group_of(item) for item in items}
     # A module with Spark tests keeps its other tests on the Spark process too: their
     # module-scoped fixtures (synthetic sessions, say) would otherwise be built twice, once
@@ -61,7 +63,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         group = groups[item.nodeid]
         if group == str(item.path) and group in with_spark:
             group = "spark"
-        if group is not None:
+        if group is not None and grouping:
             item.add_marker(pytest.mark.xdist_group(group))
     if not any(item.get_closest_marker("broker") for item in items):
         return
