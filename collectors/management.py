@@ -385,14 +385,30 @@ class ManagementCollector:
         )
 
     async def delete_policy(self, name: str) -> None:
-        """Remove the policy ``name`` of the collector's vhost; one already gone is fine."""
+        """Remove the policy ``name`` of the collector's vhost; one already gone is fine.
+
+        Asked once more when the answer does not come through (a keep-alive connection the
+        node closed while the run went on is dropped, the second ask opens a new one), then
+        on another node's API when this node's is down: policies are cluster-wide."""
         path = f"/api/policies/{quote(self.vhost, safe='')}/{quote(name, safe='')}"
-        response = await self._request(path, method="DELETE")
-        if response.status_code >= 400 and response.status_code != 404:
-            raise ManagementAnswerError(
-                f"management API: {response.status_code} for DELETE {path}",
-                status=response.status_code,
-            )
+
+        async def delete() -> None:
+            response = await self._request(path, method="DELETE")
+            if response.status_code >= 400 and response.status_code != 404:
+                raise ManagementAnswerError(
+                    f"management API: {response.status_code} for DELETE {path}",
+                    status=response.status_code,
+                )
+
+        async def delete_again_once() -> None:
+            try:
+                await delete()
+            except ManagementAnswerError as exc:
+                if not exc.unreachable:
+                    raise
+                await delete()
+
+        await self._failing_over(delete_again_once)
 
     async def _change(self, path: str, body: Mapping[str, Any]) -> None:
         response = await self._request(path, method="PUT", body=body)

@@ -334,23 +334,30 @@ class BrokerSources:
 
     async def _remove_policy(self) -> None:
         name, self._policy = self._policy, ""
-        if not name or self._management is None:
+        if not name:
             return
         try:
-            await self._management.delete_policy(name)
+            # a new client when the watch ended early and closed its own (closed by stop)
+            api = await self._management_client()
+            await api.delete_policy(name)
         except ManagementAnswerError as exc:
-            self._event(EventKind.ERROR, f"mirroring policy {name!r} not removed: {exc}")
+            self._event(
+                EventKind.ERROR,
+                f"mirroring policy {name!r} not removed: {exc}; remove it with "
+                f"`rabbitmqctl clear_policy {name}`",
+            )
             return
         self._event(EventKind.INFO, f"mirroring policy {name!r} removed")
 
     async def stop(self) -> None:
         """End the watches and remove the run's policy; the Prometheus collector stays
         open for :meth:`keep_range`."""
+        # Before the watches end: ending the management watch closes its client.
+        await self._remove_policy()
         self._stop.set()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        await self._remove_policy()
         await self._close_management()
 
     async def aclose(self) -> None:

@@ -363,6 +363,12 @@ async def test_a_mirrored_queue_whose_master_is_killed_promotes_its_mirror(
         assert safety.duplicates <= safety.redelivered
         assert safety.unconfirmed <= spec.inflight * spec.publishers
         assert safety.confirmed > 0 and safety.published >= safety.confirmed
+        # the run's mirroring policy is gone with the run, and the run said so
+        policy = f"flowdeck-{spec.name}-mirroring"
+        assert f"info: mirroring policy {policy!r} removed" in said, said
+        with api(cluster) as node1:
+            left = [p["name"] for p in node1.get("/api/policies/%2F").json()]
+        assert policy not in left, left
 
         assert summary.session_dir is not None
         session = open_session(Path(summary.session_dir))

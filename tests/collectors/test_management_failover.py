@@ -113,3 +113,45 @@ async def test_a_node_the_run_has_no_uri_for_is_not_guessed() -> None:
     assert (await api.sample()).stale
     assert api.failovers == []
     await api.aclose()
+
+
+class PolicyServer(TwoHosts):
+    """A DELETE of a policy: ``dropped`` of them find their connection closed by the node
+    (a read error, as httpx raises for a keep-alive connection the node let go)."""
+
+    def __init__(self, dropped: int = 0) -> None:
+        super().__init__()
+        self.dropped = dropped
+        self.deleted: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.method != "DELETE":
+            return super().__call__(request)
+        host = request.url.host
+        self.asked.append(host)
+        if host in self.down:
+            raise httpx.ConnectError("connection refused", request=request)
+        if self.dropped:
+            self.dropped -= 1
+            raise httpx.ReadError("connection closed by the peer", request=request)
+        self.deleted.append(f"{host}{request.url.raw_path.decode()}")
+        return httpx.Response(204)
+
+
+async def test_a_policy_delete_on_a_connection_the_node_closed_is_asked_again() -> None:
+    server = PolicyServer(dropped=1)
+    api = collector(server)
+    await api.delete_policy("flowdeck-run-mirroring")
+    assert server.deleted == ["h1/api/policies/%2F/flowdeck-run-mirroring"]
+    await api.aclose()
+
+
+async def test_a_policy_is_deleted_through_another_node_when_the_polled_one_is_down() -> None:
+    server = PolicyServer()
+    api = collector(server)
+    await api.sample()  # learns where every node's API is
+    server.down.add("h1")
+    await api.delete_policy("flowdeck-run-mirroring")
+    assert server.deleted == ["h2/api/policies/%2F/flowdeck-run-mirroring"]
+    assert api.node == "rabbit@h2"
+    await api.aclose()
