@@ -236,6 +236,8 @@ class ManagementCollector:
         self._amqp_nodes = tuple(amqp_nodes)
         #: Node name -> its management API's base URL, from the listeners (see module doc).
         self._endpoints: dict[str, str] = {}
+        #: Per node, the AMQP ports it listens on (from the overview's listeners).
+        self._amqp_ports: dict[str, set[int]] = {}
         #: The node whose management API answers now ("" until the first answer).
         self.node = ""
         #: Every failover so far, oldest first.
@@ -509,11 +511,22 @@ class ManagementCollector:
                 amqp_ports.setdefault(node, set()).add(port)
             elif protocol == scheme:
                 api[node] = (str(item.get("ip_address", "")), port)
+        self._amqp_ports = amqp_ports
         for node, (address, port) in api.items():
             host = address if address not in _ANY_ADDRESS else self._host_of(node, amqp_ports)
             if host:
                 shown = f"[{host}]" if ":" in host else host
                 self._endpoints[node] = f"{scheme}://{shown}:{port}"
+
+    def uri_index_of(self, node: str) -> int | None:
+        """Which of the run's node URIs (``amqp_nodes``, by position) reaches ``node``, from
+        the listeners the last sample read; None when none does or it cannot be told."""
+        ports = self._amqp_ports.get(node, set())
+        host = self._host_of(node, self._amqp_ports)
+        for index, (uri_host, port) in enumerate(self._amqp_nodes):
+            if port in ports and uri_host == host:
+                return index
+        return None
 
     def _host_of(self, node: str, amqp_ports: Mapping[str, set[int]]) -> str:
         """The host of the run's node URI that reaches ``node`` ('' when none says)."""

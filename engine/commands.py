@@ -38,6 +38,9 @@ class WorkerAssignment:
     #: The broker's node URIs with the password (the spec's may come from elsewhere);
     #: clients spread over them round-robin.
     uris: tuple[str, ...]
+    #: Per queue (by index), the position in ``uris`` of the node leading it, when the
+    #: spec places consumers by their queue's leader (``consumer_node``); empty otherwise.
+    queue_leaders: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

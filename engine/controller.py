@@ -162,6 +162,8 @@ class Controller:
         self._runtime = runtime
         self._drain_seconds = drain_seconds
         self._cleanup = cleanup
+        #: Per queue, the position of its leader's uri (``WorkerAssignment.queue_leaders``).
+        self._queue_leaders: tuple[int, ...] = ()
         self._skip_capacity_check = skip_capacity_check
         self._placement = placement
 
@@ -300,9 +302,11 @@ class Controller:
             raise FlowdeckError("this run was already started; make a new Controller")
         self._state = "starting"
         try:
+            self._check_consumer_node()
             await self._sources.check_capacity(skip=self._skip_capacity_check)
             await self._sources.prepare_queues()
             await topology.declare(self.spec, self._uri)
+            placement = await self._place_consumers()
             await self._start_recorder()
             await self._start_workers()
         except BaseException:
@@ -327,6 +331,8 @@ class Controller:
             at=self.started_at,
             detail={"spec": self.spec.redacted(), "workers": self._workers},
         )
+        if placement:
+            self._event(EventKind.INFO, placement, at=self.started_at)
         self._event(
             EventKind.PHASE,
             "phase 0: start",
@@ -594,6 +600,30 @@ class Controller:
         self._record(lambda recorder: recorder.on_start(started))
         self._emit(lambda sink: sink.on_start(started))
 
+    async def _place_consumers(self) -> str:
+        """Where each queue's leader is, for consumers placed by it (``consumer_node``);
+        the line that says so ('' when consumers spread as publishers do)."""
+        spec = self.spec
+        if spec.consumer_node == "spread" or not spec.consumers:
+            return ""
+        leaders = await self._sources.queue_leaders()
+        self._queue_leaders = tuple(leaders[name][1] for name in spec.queue_names)
+        where = "on a node other than" if spec.consumer_node == "off-leader" else "on"
+        led = ", ".join(f"{name} by {node}" for name, (node, _) in leaders.items())
+        return f"consumers {where} their queue's leader ({led})"
+
+    def _check_consumer_node(self) -> None:
+        """SpecError, before anything is declared, for consumers placed by their queue's
+        leader on a single node: there is no other node to sit on."""
+        spec = self.spec
+        if spec.consumer_node != "spread" and spec.consumers and len(self.broker.uris) < 2:
+            raise SpecError(
+                "consumer_node",
+                f"consumer_node = {spec.consumer_node} needs a cluster's node uris, the run "
+                "has one: give every node's uri (comma-separated; `flowdeck broker start "
+                "--nodes 3` starts a cluster) or set consumer_node = spread",
+            )
+
     def _assignment(self, worker: int, workers: int) -> WorkerAssignment:
         return WorkerAssignment(
             worker=worker,
@@ -601,6 +631,7 @@ class Controller:
             spec=self.spec,
             start_at=self.started_at,
             uris=self.broker.uris,
+            queue_leaders=self._queue_leaders,
         )
 
     # -- messages from workers and collectors ------------------------------------------------

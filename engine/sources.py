@@ -332,6 +332,36 @@ class BrokerSources:
             detail={"policy": name, "definition": body["definition"]},
         )
 
+    async def queue_leaders(self) -> dict[str, tuple[str, int]]:
+        """Per queue of the run, its leader's node name and which of the run's node URIs
+        reaches it (by position), from the management API, for consumers placed by their
+        queue's leader (``consumer_node``). FlowdeckError saying why when a queue's leader
+        cannot be told or no URI of the run reaches it."""
+        api = await self._management_client()
+        sample = await api.sample()
+        if sample.stale:
+            raise FlowdeckError(
+                f"consumer_node = {self.spec.consumer_node} needs each queue's leader from the "
+                f"management API: {sample.stale_reason}"
+            )
+        leaders = {q.name: q.leader for q in sample.queues if q.leader}
+        placed: dict[str, tuple[str, int]] = {}
+        for name in self.spec.queue_names:
+            leader = leaders.get(name, "")
+            index = api.uri_index_of(leader) if leader else None
+            if index is None:
+                raise FlowdeckError(
+                    f"consumer_node = {self.spec.consumer_node}: "
+                    + (
+                        f"no uri of the run reaches {leader}, the leader of queue {name!r}; "
+                        "give every node's uri"
+                        if leader
+                        else f"the management API does not say where queue {name!r} leads"
+                    )
+                )
+            placed[name] = (leader, index)
+        return placed
+
     async def _remove_policy(self) -> None:
         name, self._policy = self._policy, ""
         if not name:

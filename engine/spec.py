@@ -37,6 +37,8 @@ QueueArgValue = int | float | str | bool
 QUEUE_TYPES: tuple[QueueType, ...] = ("classic", "quorum", "stream")
 LeaderLocator = Literal["", "client-local", "balanced"]
 LEADER_LOCATORS: tuple[LeaderLocator, ...] = ("", "client-local", "balanced")
+ConsumerNode = Literal["spread", "off-leader", "leader"]
+CONSUMER_NODES: tuple[ConsumerNode, ...] = ("spread", "off-leader", "leader")
 EXCHANGE_TYPES: tuple[ExchangeType, ...] = ("direct", "fanout", "topic", "headers")
 
 #: Bytes a message body needs for publisher id, sequence and the two send times.
@@ -121,6 +123,12 @@ FIELDS: dict[str, FieldInfo] = {
         "(the node with fewest leaders); empty = the broker's default",
         choices=LEADER_LOCATORS,
     ),
+    "consumer_node": FieldInfo(
+        str,
+        "which node each consumer connects to on a cluster: spread (round-robin over the "
+        "uris, as publishers), off-leader (a node other than its queue's leader) or leader",
+        choices=CONSUMER_NODES,
+    ),
     "queue_args": FieldInfo(dict, "queue arguments, e.g. x-max-length = 10000"),
     "queue_pattern": FieldInfo(str, "queue name pattern; %d is replaced by the queue number"),
     "queue_pattern_from": FieldInfo(int, "first queue number for the pattern", 0, 1_000_000),
@@ -175,6 +183,7 @@ class RunSpec:
     mirroring: int = 0
     quorum_size: int = 0
     leader_locator: LeaderLocator = ""
+    consumer_node: ConsumerNode = "spread"
     queue_args: Mapping[str, QueueArgValue] = field(default_factory=dict)
     queue_pattern: str = "flowdeck-%d"
     queue_pattern_from: int = 1
@@ -291,6 +300,12 @@ class RunSpec:
             raise SpecError(
                 "mirroring",
                 "mirroring = 1 is one copy, the queue alone: give 2 or more copies, or 0",
+            )
+        if self.consumer_node != "spread" and self.queue_type == "stream":
+            raise SpecError(
+                "consumer_node",
+                "consumer_node applies to classic and quorum queues: a stream's consumers "
+                "read from any member; set consumer_node = spread",
             )
         if self.quorum_size and self.queue_type != "quorum":
             raise SpecError(

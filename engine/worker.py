@@ -26,7 +26,7 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -91,6 +91,29 @@ async def run_worker(
     """
     worker = _Worker(assignment, emit)
     return await worker.run(commands)
+
+
+def node_order(
+    role: str,
+    client_id: int,
+    nodes: int,
+    queue_leaders: Sequence[int] = (),
+    consumer_node: str = "spread",
+) -> list[int]:
+    """The run's ``nodes`` node URIs (by position) in the order a client tries them:
+    round-robin by client number (as PerfTest spreads over several ``-H`` URIs). A consumer
+    placed by its queue's leader (``consumer_node``; ``queue_leaders`` per queue index, the
+    position of its leader's URI) tries the nodes other than the leader first, round-robin
+    among them (``off-leader``), or the leader first (``leader``): it still falls back to
+    any node that is up."""
+    spread = [(client_id + i) % nodes for i in range(nodes)]
+    if role != "consumer" or not queue_leaders or consumer_node == "spread" or nodes < 2:
+        return spread
+    leader = queue_leaders[client_id % len(queue_leaders)]
+    others = [i for i in range(nodes) if i != leader]
+    turn = (client_id // len(queue_leaders)) % len(others)  # its rank among its queue's
+    others = others[turn:] + others[:turn]
+    return [*others, leader] if consumer_node == "off-leader" else [leader, *others]
 
 
 class _Worker:
@@ -259,13 +282,15 @@ class _Worker:
         return self.assignment.start_at + self.spec.duration
 
     async def _connect(self, role: str, client_id: int, attempt: int = 0) -> Connection:
-        """A connection for one client, to its node: the run's node URIs round-robin by
-        client number (as PerfTest spreads over several ``-H`` URIs); each reconnect
+        """A connection for one client, to its node (``node_order``); each reconnect
         attempt tries the next node, so clients of a lost node move to one that is up."""
         uris = self.assignment.uris
+        order = node_order(
+            role, client_id, len(uris), self.assignment.queue_leaders, self.spec.consumer_node
+        )
         name = f"flowdeck {self.spec.name} w{self.index} {role} {client_id}"
         return await connect(
-            uris[(client_id + attempt) % len(uris)],
+            uris[order[attempt % len(order)]],
             name,
             on_blocked=self._on_blocked,
             on_unblocked=self._on_unblocked,

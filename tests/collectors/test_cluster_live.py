@@ -167,6 +167,74 @@ async def test_queues_show_their_leader_and_members(cluster: LocalCluster) -> No
     assert mirrored.synchronised == mirrored.mirrors
 
 
+async def test_consumers_sit_on_a_node_other_than_their_queues_leader(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """``consumer_node = off-leader``: each consumer connects to a node that does not lead
+    its queue (the queue's messages then cross the cluster to reach it), the consumers of
+    one queue taking turns over the other nodes; the run says where each queue leads."""
+    from flowdeck.collectors import Broker
+    from flowdeck.engine.controller import Controller
+    from flowdeck.engine.events import RunEvent
+    from flowdeck.engine.spec import RunSpec
+
+    spec = RunSpec(
+        name="off-leader",
+        queues=3,
+        queue_type="quorum",
+        quorum_size=3,
+        leader_locator="balanced",
+        queue_pattern="flowdeck-off-leader-%d",
+        publishers=3,
+        consumers=6,
+        consumer_node="off-leader",
+        rate=50.0,
+        duration=5.0,
+        workers=0,
+    )
+    broker = Broker.parse(
+        cluster.uris, management_url=cluster.nodes[0].management_url, statistics_interval=1.0
+    )
+    controller = Controller(
+        spec, broker=broker, sessions_root=tmp_path, drain_seconds=2, cleanup=True
+    )
+    events: list[RunEvent] = []
+    controller.add_listener(lambda u: events.append(u) if isinstance(u, RunEvent) else None)
+    await controller.start()
+
+    async def placed() -> tuple[dict[str, str], list[tuple[str, str]]] | None:
+        with api(cluster) as node1:
+            queues = node1.get("/api/queues/%2F", params={"columns": "name,node,leader"}).json()
+            consumers = node1.get("/api/consumers/%2F").json()
+        leaders = {
+            q["name"]: q.get("leader") or q["node"]
+            for q in queues
+            if q["name"] in spec.queue_names
+        }
+        seated = [
+            (c["queue"]["name"], c["channel_details"]["node"])
+            for c in consumers
+            if c["queue"]["name"] in spec.queue_names
+        ]
+        return (leaders, seated) if len(seated) == spec.consumers else None
+
+    try:
+        found, _ = await wait_for(placed, limit=20, every=0.5)
+        assert found is not None, "the run's six consumers were not all seated within 20 s"
+    finally:
+        summary = await controller.wait()
+    leaders, seated = found
+    nodes = {a.nodename for a in cluster.addresses}
+    print(f"\nleaders {leaders}; consumers {sorted(seated)}")
+    for queue, leader in leaders.items():
+        # its two consumers: one on each node that does not lead it
+        assert sorted(node for name, node in seated if name == queue) == sorted(nodes - {leader})
+    said = [e.message for e in events]
+    assert any(m.startswith("consumers on a node other than their queue's leader (") for m in said)
+    assert summary.outcome == "completed", summary.stop_reason
+    assert summary.safety.lost == 0 and summary.safety.consumed > 0
+
+
 async def test_prometheus_reads_each_nodes_raft_figures(cluster: LocalCluster) -> None:
     targets = [f"127.0.0.1:{a.prometheus_port}" for a in cluster.addresses]
     with PrometheusServer(targets, scrape_interval=1.0) as server:

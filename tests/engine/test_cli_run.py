@@ -57,6 +57,12 @@ def test_every_help_page_prints(command: list[str]) -> None:
         (["--change", "10:speed=3"], "unknown setting 'speed'"),
         (["--preset", "bench1", "--scale", "0"], "scale must be in (0, 100], got 0"),
         (["--uri", "http://broker"], "uri must start with amqp:// or amqps://"),
+        (["--consumer-node", "nearby"], "consumer_node must be one of spread, off-leader"),
+        # refused before anything is declared: a single node has no other node to sit on
+        (
+            ["--uri", "amqp://guest:guest@localhost:5672/%2F", "--consumer-node", "off-leader"],
+            "consumer_node = off-leader needs a cluster's node uris, the run has one",
+        ),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None:
