@@ -820,6 +820,8 @@ class LocalCluster:
                 self.nodes[0].start(limit)
             self._start_nodes([n for n in self.nodes if not n.running], began + limit)
             self._wait_joined(began + limit)
+            if fresh:
+                self._enable_feature_flags()
         except BaseException:
             self.kill()
             raise
@@ -904,6 +906,16 @@ class LocalCluster:
             failures = _each(again, lambda node: node.start(left), raise_first=False)
         if failures:
             raise failures[0]
+
+    def _enable_feature_flags(self) -> None:
+        """Every stable feature flag on, cluster-wide. Nodes booted together sometimes come
+        up with all of them off (seen: a joiner synced before the first node had turned its
+        flags on), and then the cluster refuses quorum and stream queues ("the
+        corresponding feature flag is disabled"); a blank single node turns them on itself.
+        """
+        first = next((node for node in self.nodes if node.running), None)
+        if first is not None:
+            first.rabbitmqctl("enable_feature_flag", "all")
 
     def _wait_joined(self, deadline: float) -> None:
         """Until one running node's management API lists every node as running."""

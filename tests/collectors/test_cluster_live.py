@@ -102,6 +102,10 @@ def test_three_nodes_joined_and_registered_with_their_cluster(
     with api(cluster, 2) as node2:
         listed = node2.get("/api/nodes", params={"columns": "name,running"}).json()
     assert {(n["name"], n["running"]) for n in listed} == {(a.nodename, True) for a in addresses}
+    # every stable feature flag on: quorum and stream queues can be declared
+    with api(cluster, 3) as node3:
+        flags = {f["name"]: f["state"] for f in node3.get("/api/feature-flags").json()}
+    assert flags["quorum_queue"] == flags["stream_queue"] == "enabled", flags
     entries = registered_nodes(registry)
     assert {e.nodename for e in entries} == {a.nodename for a in addresses}
     assert {e.cluster for e in entries} == {cluster.name}
