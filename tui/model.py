@@ -216,9 +216,13 @@ class RunHistory:
             if self.snapshots == 0:
                 self.report.begin(self.started_at)
             for snap in tick.snapshots:
-                # Counts only: the table's latency comes from the ticks, and decoding every
-                # worker's histograms a second time would cost the screen's loop.
-                self.report.add_snapshot(replace(snap, latency={}))
+                # The e2e histogram only (the table's p50 and p99, merged per phase as the
+                # report merges them): decoding every worker's four a second time would
+                # cost the screen's loop.
+                e2e = snap.latency.get(TABLE_LATENCY)
+                self.report.add_snapshot(
+                    replace(snap, latency={} if e2e is None else {TABLE_LATENCY: e2e})
+                )
             self.snapshots += len(tick.snapshots)
         if self.last_tick is not None and tick.phase_index != self.last_tick.phase_index:
             self.phases.append(PhaseMark(tick.elapsed, tick.phase))
@@ -428,6 +432,9 @@ SETTLE_SECONDS = 3
 SWEEP_SETTINGS: tuple[Setting, ...] = (Setting.INFLIGHT, Setting.PREFETCH, Setting.ACK_EVERY)
 
 
+#: The latency of the table's p50 and p99 (the report's sweep tables' too): end to end, from
+#: the actual send time.
+TABLE_LATENCY = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
 #: What a row's msg/s is: the report's figure (messages over the clients' active time in the
 #: phase, ``engine.phase_figures.PhaseTable``), or, where the screen gets ticks without the
 #: workers' snapshots (an attached run), medians of the phase's per-second tick rates.
@@ -447,8 +454,10 @@ class PhaseFigures:
     (``engine.autotune.phase_load``). Where ticks come without snapshots (``basis`` is
     :data:`BASIS_TICKS`) msg/s are medians over the phase's steady seconds instead.
     ``steady_consume`` is always that median of the consume rate over its seconds after the
-    first :data:`SETTLE_SECONDS` (how fast it runs once settled); latency is the median of
-    the per-second e2e percentiles over those seconds; alarm seconds come from the ticks.
+    first :data:`SETTLE_SECONDS` (how fast it runs once settled). Latency is the report's:
+    the e2e percentiles of every histogram of the phase merged (``report``); without the
+    workers' snapshots, the median of the per-second e2e percentiles over its steady
+    seconds. Alarm seconds come from the ticks.
     """
 
     index: int
@@ -511,6 +520,21 @@ def _slope(points: Sequence[tuple[float, int]]) -> float | None:
     return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
 
 
+def _latency(
+    report: ReportPhase | None, seconds: Sequence[PhaseSecond]
+) -> tuple[float | None, float | None]:
+    """A row's e2e p50 and p99: the report's (the phase's histograms merged exactly), or
+    without it the medians of the seconds' own percentiles."""
+    if report is not None:
+        merged = report.latency.get(TABLE_LATENCY)
+        if merged is None or merged.count == 0:
+            return None, None
+        return merged.p50, merged.p99
+    if not seconds:
+        return None, None
+    return _median([s.p50 or 0.0 for s in seconds]), _median([s.p99 or 0.0 for s in seconds])
+
+
 def phase_figures(track: PhaseTrack, report: ReportPhase | None = None) -> PhaseFigures | None:
     """The track summed up and judged with ``spark_reports.verdict.judge``; None when it has
     no second yet. ``report``: the phase's figures from the workers' snapshots (msg/s as
@@ -552,6 +576,7 @@ def phase_figures(track: PhaseTrack, report: ReportPhase | None = None) -> Phase
             seconds=len(steady),
             paused_s=len(steady) - len(running),
         )
+    p50, p99 = _latency(report, latencies)
     if track.drain:
         verdict, reason = Verdict.DRAIN, "the drain: publishing stopped, consumers take the rest"
     else:
@@ -565,8 +590,8 @@ def phase_figures(track: PhaseTrack, report: ReportPhase | None = None) -> Phase
         publish=load.publish_rate,
         confirm=load.confirm_rate or 0.0,
         consume=load.consume_rate,
-        p50=_median([s.p50 or 0.0 for s in latencies]) if latencies else None,
-        p99=_median([s.p99 or 0.0 for s in latencies]) if latencies else None,
+        p50=p50,
+        p99=p99,
         depth_slope=load.depth_slope,
         load=load,
         verdict=verdict,

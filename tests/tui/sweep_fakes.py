@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.events import EventKind, RunEvent
-from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.latency import LatencyKind, SendBasis, encode, new_histogram, record
 from flowdeck.engine.phase_figures import PhaseFigures, PhaseTable
 from flowdeck.engine.progress import Percentiles, Tick
 from flowdeck.engine.sinks import RunStarted
@@ -54,6 +54,16 @@ def knee_sweep() -> tuple[SweepPhase, ...]:
         SweepPhase("inflight=100", 100, 2000.0, 2000.0, 6.0, 21.0, 240),
         SweepPhase("inflight=200", 200, 2000.0, 1998.0, 12.0, 48.0, 480),
     )
+
+
+def _histogram(p50: float, p99: float) -> bytes:
+    """A second's e2e histogram (encoded, as a worker sends it) whose p50 and p99 are these
+    (ms, to HDR's precision): 98 samples at p50, 2 at p99."""
+    histogram = new_histogram()
+    for value, count in ((p50, 98), (p99, 2)):
+        for _ in range(count):
+            record(histogram, round(value * 1000))
+    return encode(histogram)
 
 
 def _percentiles(p50: float, p99: float) -> Percentiles:
@@ -148,6 +158,9 @@ def sweep_updates(
                 blocked=blocked,
                 settings=settings,
                 target_rate=0.0 if phase.paused else TARGET,
+                latency={
+                    (LatencyKind.END_TO_END, SendBasis.ACTUAL): _histogram(phase.p50, phase.p99)
+                },
             )
             yield Tick(
                 at=T0 + elapsed,

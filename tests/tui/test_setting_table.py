@@ -13,6 +13,8 @@ from collections.abc import Iterable, Iterator
 import pytest
 
 from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.phase_figures import PhaseFigures
 from flowdeck.engine.progress import Tick
 from flowdeck.spark_reports.verdict import Verdict, judge, ranked_throughput, recommend
 from flowdeck.tui.app import FlowdeckApp
@@ -48,6 +50,11 @@ def printed(rate: float) -> str:
     return human_count(round(rate))
 
 
+def p99(figures: PhaseFigures) -> float:
+    """The report's e2e p99 of a phase (ms): its histograms merged."""
+    return figures.latency[(LatencyKind.END_TO_END, SendBasis.ACTUAL)].p99
+
+
 def test_msg_s_verdicts_and_recommendation_are_the_reports() -> None:
     phases = knee_sweep()
     table = setting_verdicts(fed(sweep_updates(phases, transition=1)))
@@ -61,6 +68,9 @@ def test_msg_s_verdicts_and_recommendation_are_the_reports() -> None:
             report.confirm_rate_mean,
             report.consume_rate_mean,
         )
+        # latency: the phase's histograms merged, as the report's per-phase p50 and p99
+        merged = report.latency[(LatencyKind.END_TO_END, SendBasis.ACTUAL)]
+        assert (row.p50, row.p99) == (merged.p50, merged.p99)
         cells = [printed(row.publish), printed(row.confirm), printed(row.consume)]
         assert cells == [
             printed(report.publish_rate_mean),
@@ -79,7 +89,7 @@ def test_msg_s_verdicts_and_recommendation_are_the_reports() -> None:
         Verdict.SUSTAINABLE,
     ]
     points = [
-        ranked_throughput(p.inflight, f.consume_rate_mean, TARGET, p.p99, verdict, p.label)
+        ranked_throughput(p.inflight, f.consume_rate_mean, TARGET, p99(f), verdict, p.label)
         for p, f, (verdict, _) in zip(phases, figures, report, strict=True)
     ]
     expected = recommend("inflight", points).reasoning[-1]

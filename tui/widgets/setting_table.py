@@ -156,8 +156,8 @@ class SettingTable(Static):
 
 
 def basis_note(rows: tuple[PhaseFigures, ...], *, narrow: bool, wide: bool = False) -> str:
-    """What the figures are: msg/s as the report prints it (or, on an attached run whose
-    ticks carry no client snapshots, medians of the per-second rates), settled and ms."""
+    """What the figures are: msg/s and ms as the report prints them (or, on an attached run
+    whose ticks carry no client snapshots, medians of the per-second figures), settled."""
     settled = f"after its first {SETTLE_SECONDS} s"
     if rows and all(row.basis == BASIS_TICKS for row in rows):
         return (
@@ -170,9 +170,9 @@ def basis_note(rows: tuple[PhaseFigures, ...], *, narrow: bool, wide: bool = Fal
         else ""
     )
     if narrow:
-        return f"msg/s as the report; ms: medians per second{early}"
+        return f"msg/s and ms as the report{early}"
     steady = f"settled: median cons/s {settled}; " if wide else ""
     return (
         "msg/s as the report and run --json: a phase's messages over the clients' active "
-        f"time in it; {steady}ms: medians per second{early}"
+        f"time in it; {steady}ms: its e2e histograms merged, as the report{early}"
     )
