@@ -48,15 +48,16 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from flowdeck.engine.commands import WorkerAssignment, WorkerCommand, WorkerMessage
 from flowdeck.engine.errors import FlowdeckError
 from flowdeck.engine.events import RunEvent
-from flowdeck.engine.snapshot import WorkerReport
+from flowdeck.engine.snapshot import ClientSnapshot, WorkerReport
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,16 @@ class Placement(Protocol):
         self, workers: int, runtime: str, on_message: OnMessage
     ) -> Sequence[StartingHost]: ...
     async def close(self) -> None: ...
+
+
+def with_process_cpu(message: object) -> object:
+    """``message`` as it leaves a worker's process: a snapshot carries the CPU seconds this
+    process has used so far (user + system, all its threads), for the per-host rows' live
+    CPU; anything else goes as it is. Called by what carries messages out of a worker
+    process (the pipe here, ``spark_workers.wire.frame`` on a remote link)."""
+    if isinstance(message, ClientSnapshot) and message.cpu_seconds is None:
+        return replace(message, cpu_seconds=time.process_time())
+    return message
 
 
 def _describe(exc: BaseException) -> str:
@@ -259,7 +270,7 @@ def _child_main(
     def send(message: Any) -> None:
         # The controller may be gone; the worker still stops by its own deadline.
         with send_lock, contextlib.suppress(BrokenPipeError, OSError):
-            conn.send(message)
+            conn.send(with_process_cpu(message))
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -361,6 +372,15 @@ class WorkerPool:
                 self._idle.append(child)
             spawned += 1
         return spawned
+
+    def shrink(self, size: int = 0) -> int:
+        """End idle children beyond ``size`` (newest first); how many were ended. For runs
+        that will not take them: a run whose workers go to Spark needs no local process."""
+        with self._lock:
+            ended, self._idle = self._idle[size:], self._idle[:size]
+        for child in ended:
+            _end(child)
+        return len(ended)
 
     def take(self, runtime_path: str) -> _Child | None:
         """A live child for ``runtime_path``, oldest first; None when there is none."""

@@ -83,6 +83,11 @@ class ClientSnapshot:
     latency: Mapping[tuple[LatencyKind, SendBasis], bytes] = field(default_factory=dict)
     blocked_reasons: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
+    #: CPU seconds (user + system) the worker's process had used when the snapshot left it,
+    #: stamped by what carries it out of that process (``engine.process``'s pipe, the remote
+    #: link's ``frame``): the per-host rows' live CPU is the difference of two. None: not
+    #: known (a worker in the controller's own process, a snapshot read from a session).
+    cpu_seconds: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,8 +19,9 @@ import contextlib
 import logging
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from flowdeck.engine.commands import (
     ChangeApplied,
@@ -64,6 +65,66 @@ class HostRow:
     cpu_seconds: float | None  # None: not reported (a lost worker)
     wall_seconds: float | None
     lost: bool
+    #: When it was lost (unix seconds), as its loss event says; None: not lost, or not known.
+    lost_at: float | None = None
+
+    @classmethod
+    def between(
+        cls,
+        earlier: ClientSnapshot,
+        later: ClientSnapshot,
+        *,
+        workers: int,
+        host: str,
+        pid: int = 0,
+        lost_at: float | None = None,
+    ) -> HostRow:
+        """One worker's row from two of its snapshots: its counts as of ``later``, its
+        msg/s and CPU over the time between them (the live rows: the last few seconds; the
+        summary of a run without placement figures: its first to its last snapshot). Its
+        clients are its share of the totals in force at ``later`` (``local_share``). CPU is
+        None when either snapshot came without its process's CPU time."""
+        span = max(0.0, later.at - earlier.at)
+        sent = later.counters - earlier.counters
+        settings = later.settings
+        cpu = None
+        if later.cpu_seconds is not None and earlier.cpu_seconds is not None and span:
+            cpu = max(0.0, later.cpu_seconds - earlier.cpu_seconds)
+        return cls(
+            worker=later.worker,
+            host=host,
+            pid=pid,
+            publishers=local_share(settings.publishers, later.worker, workers),
+            consumers=local_share(settings.consumers, later.worker, workers),
+            published=later.counters.published,
+            consumed=later.counters.consumed,
+            publish_rate=sent.published / span if span else 0.0,
+            consume_rate=sent.consumed / span if span else 0.0,
+            cpu_seconds=cpu,
+            wall_seconds=span if cpu is not None else None,
+            lost=lost_at is not None,
+            lost_at=lost_at,
+        )
+
+    @classmethod
+    def from_json(cls, row: Mapping[str, Any]) -> HostRow:
+        """A row as :meth:`to_json` wrote it (the placement's per-host event); its CPU
+        comes back as a percentage of one core over one second."""
+        cpu = row.get("cpu_percent")
+        return cls(
+            worker=int(row["worker"]),
+            host=str(row["host"]),
+            pid=int(row.get("pid") or 0),
+            publishers=int(row.get("publishers") or 0),
+            consumers=int(row.get("consumers") or 0),
+            published=int(row.get("published") or 0),
+            consumed=int(row.get("consumed") or 0),
+            publish_rate=float(row.get("publish_rate") or 0.0),
+            consume_rate=float(row.get("consume_rate") or 0.0),
+            cpu_seconds=None if cpu is None else float(cpu) / 100.0,
+            wall_seconds=None if cpu is None else 1.0,
+            lost=bool(row.get("lost")),
+        )
 
     @property
     def cpu_percent(self) -> float | None:

@@ -21,6 +21,8 @@ import pickle
 import struct
 from dataclasses import dataclass
 
+from flowdeck.engine.process import with_process_cpu
+
 #: First bytes of every link: a worker of this link's version, not a stray client.
 MAGIC = b"FDW1"
 #: Longest token the header carries (one length byte).
@@ -71,8 +73,10 @@ class LinkFinished:
 
 
 def frame(message: object) -> bytes:
-    """One message as it travels: length, then the pickle."""
-    body = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
+    """One message as it travels: length, then the pickle. A worker's snapshot leaves with
+    its process's CPU seconds (``engine.process.with_process_cpu``), as on the local pipe:
+    the controller's per-host rows show each host's CPU while the run goes."""
+    body = pickle.dumps(with_process_cpu(message), protocol=pickle.HIGHEST_PROTOCOL)
     return _LENGTH.pack(len(body)) + body
 
 
