@@ -42,6 +42,9 @@ def prepare_run(
     provisioner: Provisioner | None = None,
     cleanup: bool = False,
     spark_master: str | None = None,
+    spark_listen: str = "",
+    spark_cert_file: str = "",
+    spark_key_file: str = "",
 ) -> PreparedRun:
     """Build the controller; with no uri in the spec the run goes to ``provisioner``'s
     private node, started first when it runs none (the cockpit's app owns the provisioner,
@@ -58,19 +61,23 @@ def prepare_run(
 
     ``spark_master`` (``local[N]``, ``spark://HOST:PORT``) starts the run's workers as
     Spark tasks, as ``flowdeck run --spark-master`` does (docs/spark-workers.md); None:
-    local worker processes. Checked before any node starts (SpecError).
+    local worker processes; ``spark_listen`` (HOST:PORT), ``spark_cert_file`` and
+    ``spark_key_file`` as ``--spark-listen`` and its TLS flags. Checked before any node
+    starts (SpecError, as ``flowdeck run`` says it).
 
     Blocks while a node starts (seconds): call it from a thread worker.
     """
     from flowdeck.engine import Controller, default_sessions_root, resolve_uri
     from flowdeck.engine import management_password as resolve_management_password
-    from flowdeck.tui.cli.common import resolve_broker
+    from flowdeck.tui.cli.common import resolve_broker, spark_placement_of
 
-    placement = None
-    if spark_master:
-        from flowdeck.engine import SparkPlacement  # loads the link code only for such a run
-
-        placement = SparkPlacement(spark_master, workers=spec.workers)
+    placement = spark_placement_of(
+        spark_master or "",
+        spec.workers,
+        listen=spark_listen,
+        cert_file=spark_cert_file,
+        key_file=spark_key_file,
+    )
     # Every run is recorded: where the operator said, else where `flowdeck run` records.
     sessions_root = sessions_root or default_sessions_root()
     provisioner = provisioner or _process_provisioner()

@@ -7,15 +7,18 @@ Everything here is pure (no Textual), so the maths tests without a screen.
 
 from __future__ import annotations
 
+import socket
 import statistics
 import time
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
 
 from flowdeck.collectors import BrokerSample
 from flowdeck.engine import (
     ActiveTimes,
+    ClientSnapshot,
     Depth,
     EventKind,
     LatencyKind,
@@ -41,6 +44,9 @@ from flowdeck.spark_reports.verdict import (
     ranked_throughput,
     recommend,
 )
+
+if TYPE_CHECKING:
+    from flowdeck.engine import HostRow
 
 #: Seconds of history the charts show.
 WINDOW_SECONDS = 300
@@ -169,6 +175,134 @@ class PhaseTrack:
     polls: dict[str, list[tuple[float, int]]] = field(default_factory=dict)
 
 
+#: Snapshots per worker the live host rows span (one a second): msg/s and CPU over the
+#: last few seconds, steadier than one second's.
+HOST_RATE_SNAPSHOTS = 4
+
+
+@dataclass
+class HostTable:
+    """The per-host rows of a run as it goes: one ``HostRow`` per worker, from the
+    snapshots the ticks carry (counts, msg/s and CPU over the last few seconds) and the
+    events that say where a worker runs (a remote worker's link: host and pid) and when one
+    was lost. A worker without a link runs on this host. At the end, the placement's
+    per-host figures (its event's ``hosts``) replace the live ones for the summary."""
+
+    #: What a worker without a link is shown on: this host (a replay: where it is replayed).
+    local_host: str = field(default_factory=socket.gethostname)
+    #: The run's workers, as many as a tick said were alive at most.
+    workers: int = 0
+    recent: dict[int, deque[ClientSnapshot]] = field(default_factory=dict)
+    first: dict[int, ClientSnapshot] = field(default_factory=dict)
+    #: Host and pid of the workers that connected over a link.
+    linked: dict[int, tuple[str, int]] = field(default_factory=dict)
+    lost_at: dict[int, float] = field(default_factory=dict)
+    #: The placement's figures over the whole run, once it said them (the run's end).
+    final: tuple[HostRow, ...] = ()
+
+    @property
+    def shown(self) -> bool:
+        """Whether a table says more than the run's totals: several workers, or one on
+        another host."""
+        return len(self.known()) > 1 or bool(self.linked)
+
+    def known(self) -> set[int]:
+        return set(self.recent) | set(self.linked) | set(self.lost_at)
+
+    def add_tick(self, workers: int, snapshots: Sequence[ClientSnapshot]) -> None:
+        self.workers = max(self.workers, workers)
+        for snap in snapshots:
+            self.first.setdefault(snap.worker, snap)
+            recent = self.recent.setdefault(snap.worker, deque(maxlen=HOST_RATE_SNAPSHOTS))
+            recent.append(snap)
+
+    def add_event(self, event: RunEvent) -> None:
+        detail: Mapping[str, Any] = event.detail or {}
+        if "worker_lost" in detail:
+            worker = int(detail["worker_lost"])
+            self.lost_at[worker] = event.at
+            if "host" in detail:
+                self.linked.setdefault(worker, (str(detail["host"]), int(detail.get("pid") or 0)))
+        elif isinstance(detail.get("hosts"), list):
+            from flowdeck.engine import HostRow
+
+            self.final = tuple(
+                replace(row, lost_at=self.lost_at.get(row.worker))
+                for row in (HostRow.from_json(item) for item in detail["hosts"])
+            )
+        elif {"worker", "host", "pid"} <= detail.keys():  # a remote worker connected
+            self.linked[int(detail["worker"])] = (str(detail["host"]), int(detail["pid"]))
+
+    def _place(self, worker: int) -> tuple[str, int]:
+        return self.linked.get(worker, (self.local_host, 0))
+
+    def _workers(self) -> int:
+        return max(self.workers, len(self.known()), 1)
+
+    def rows(self) -> list[HostRow]:
+        """Now: each worker's counts, its msg/s and CPU over its last few snapshots; a lost
+        worker keeps its last counts, with no rate."""
+        from flowdeck.engine import HostRow
+
+        rows = []
+        for worker in sorted(self.known()):
+            host, pid = self._place(worker)
+            lost_at = self.lost_at.get(worker)
+            recent = self.recent.get(worker)
+            if not recent:
+                # Connected, no snapshot yet: where it is, and nothing more.
+                nothing = dict.fromkeys(("publishers", "consumers", "published", "consumed"), 0)
+                rows.append(
+                    HostRow(
+                        worker=worker,
+                        host=host,
+                        pid=pid,
+                        **nothing,
+                        publish_rate=0.0,
+                        consume_rate=0.0,
+                        cpu_seconds=None,
+                        wall_seconds=None,
+                        lost=lost_at is not None,
+                        lost_at=lost_at,
+                    )
+                )
+                continue
+            row = HostRow.between(
+                recent[0],
+                recent[-1],
+                workers=self._workers(),
+                host=host,
+                pid=pid,
+                lost_at=lost_at,
+            )
+            if lost_at is not None:
+                row = replace(row, publish_rate=0.0, consume_rate=0.0, cpu_seconds=None)
+            rows.append(row)
+        return rows
+
+    def run_rows(self) -> list[HostRow]:
+        """Over the whole run: the placement's figures when it gave them, else each
+        worker's first to last snapshot."""
+        if self.final:
+            return list(self.final)
+        from flowdeck.engine import HostRow
+
+        rows = []
+        for worker in sorted(self.recent):
+            host, pid = self._place(worker)
+            rows.append(
+                HostRow.between(
+                    self.first[worker],
+                    self.recent[worker][-1],
+                    workers=self._workers(),
+                    host=host,
+                    pid=pid,
+                    lost_at=self.lost_at.get(worker),
+                )
+            )
+        return rows
+
+
 @dataclass
 class RunHistory:
     """The last ``window`` seconds of a run, fed one Tick / sample / event at a time."""
@@ -202,6 +336,8 @@ class RunHistory:
     snapshots: int = 0
     #: ``report``'s figures as of (``snapshots``, events), when they were computed
     #: (monotonic) and how long that took.
+    #: One row per worker: where it runs, its clients, msg/s and CPU (the hosts tab).
+    hosts: HostTable = field(default_factory=HostTable)
     _report_cache: tuple[int, int, tuple[ReportPhase, ...]] | None = None
     _report_at: float = 0.0
     _report_cost: float = 0.0
@@ -212,6 +348,7 @@ class RunHistory:
     def add_tick(self, tick: Tick) -> None:
         if self.started_at is None:
             self.started_at = tick.at - tick.elapsed
+        self.hosts.add_tick(tick.workers, tick.snapshots)
         if tick.snapshots:
             if self.snapshots == 0:
                 self.report.begin(self.started_at)
@@ -308,6 +445,7 @@ class RunHistory:
     def add_event(self, event: RunEvent) -> None:
         self.events.append(event)
         self.report.add_event(event)
+        self.hosts.add_event(event)
         if event.kind is EventKind.DRAIN:
             self.draining = True
         elif event.kind is EventKind.OUTAGE_STARTED:

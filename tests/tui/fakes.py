@@ -15,7 +15,7 @@ from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
 from flowdeck.engine.settings import BY_SETTING
 from flowdeck.engine.sinks import Sink, deliver
-from flowdeck.engine.snapshot import Counters, Settings, settings_of
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, settings_of
 from flowdeck.engine.spec import RunSpec
 from flowdeck.tui.source import RunUpdate
 
@@ -26,7 +26,9 @@ T0 = 1_700_000_000.0
 class FakeControl:
     """Records every request; applies pending changes only when the test says so."""
 
-    def __init__(self, spec: RunSpec | None = None, workers: int = 2) -> None:
+    def __init__(
+        self, spec: RunSpec | None = None, workers: int = 2, *, snapshots: bool = False
+    ) -> None:
         self.spec = spec or RunSpec(
             name="fake-sweep",
             queues=3,
@@ -49,6 +51,10 @@ class FakeControl:
         self._finished = asyncio.Event()
         self._next_id = 1
         self.workers = workers
+        #: Whether ticks carry the workers' snapshots (``worker_snapshot``), as a run this
+        #: cockpit started does; ``lost`` workers send none.
+        self.snapshots = snapshots
+        self.lost: set[int] = set()
         self.elapsed = 0.0
         self.phase_index = 0
         self.phase = "start"
@@ -150,16 +156,47 @@ class FakeControl:
     def emit_tick(self, seconds: int = 1) -> None:
         for _ in range(seconds):
             self.elapsed += 1
-            self.emit(
-                make_tick(
-                    self.elapsed,
-                    self.settings,
-                    self.pending,
-                    self.phase_index,
-                    self.phase,
-                    self.workers,
-                )
+            tick = make_tick(
+                self.elapsed,
+                self.settings,
+                self.pending,
+                self.phase_index,
+                self.phase,
+                self.workers - len(self.lost),
             )
+            if self.snapshots:
+                tick = replace(
+                    tick,
+                    snapshots=tuple(
+                        worker_snapshot(w, self.elapsed, self.settings)
+                        for w in range(self.workers)
+                        if w not in self.lost
+                    ),
+                )
+            self.emit(tick)
+
+    def connect(self, worker: int, host: str, pid: int) -> None:
+        """Worker ``worker`` connected over its link from ``host``, as a remote one says."""
+        self.emit(
+            RunEvent(
+                T0,
+                EventKind.INFO,
+                f"worker {worker} connected from {host} (pid {pid})",
+                detail={"worker": worker, "host": host, "pid": pid},
+            )
+        )
+
+    def lose(self, worker: int, host: str, pid: int) -> None:
+        """Worker ``worker``'s link dropped now, as a remote worker's loss is told."""
+        self.lost.add(worker)
+        self.emit(
+            RunEvent(
+                T0 + self.elapsed,
+                EventKind.ERROR,
+                f"worker {worker} on {host} (pid {pid}) lost: its link closed",
+                detail={"worker_lost": worker, "host": host, "pid": pid, "reason": "closed"},
+            )
+        )
 
     def summary(self, reason: str = "") -> RunSummary:
         return make_summary(reason, str(self.session_dir))
@@ -207,6 +244,31 @@ def make_tick(
         next_step_at=60.0 if elapsed < 60 else None,
         next_step=Change(Setting.INFLIGHT, 200) if elapsed < 60 else None,
         workers=workers,
+    )
+
+
+#: Each fake worker's msg/s (worker w: (w + 1) times this) and CPU seconds a second.
+WORKER_RATE = 100
+WORKER_CPU = 0.2
+
+
+def worker_snapshot(worker: int, elapsed: float, settings: Settings) -> ClientSnapshot:
+    """Worker ``worker``'s snapshot at ``elapsed``: it publishes and consumes
+    ``(worker + 1) * WORKER_RATE`` msg/s and uses ``(worker + 1) * WORKER_CPU`` of a core."""
+    rate = (worker + 1) * WORKER_RATE
+    n = int(elapsed)
+    return ClientSnapshot(
+        worker=worker,
+        at=T0 + elapsed,
+        interval=1.0,
+        counters=Counters(published=n * rate, confirmed=n * rate, consumed=n * rate),
+        pending_confirms=10,
+        unacked=5,
+        connections=2,
+        blocked=0,
+        settings=settings,
+        target_rate=settings.rate,
+        cpu_seconds=3.0 + elapsed * (worker + 1) * WORKER_CPU,
     )
 
 

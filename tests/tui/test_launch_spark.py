@@ -140,3 +140,80 @@ def test_the_cockpit_takes_flowdeck_uri_as_run_and_the_demo_do(
     )
     monkeypatch.delenv("FLOWDECK_URI")
     assert initial_spec(build_parser().parse_args(["cockpit"])).uri == ""
+
+
+@pytest.mark.broker
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+async def test_a_spark_run_launched_from_the_cockpit_shows_both_workers_live(
+    shared_uri: str, unique_name: str, tmp_path: Path
+) -> None:
+    """local[2] and 2 workers typed in the form, Ctrl+R: the two Spark tasks connect back,
+    and the live hosts tab shows each with its host, its publish and consume msg/s and its
+    process's CPU while the run goes; no local worker process is booted or taken; the
+    summary shows the placement's per-host table."""
+    from flowdeck.tui.screens.live import LiveScreen
+    from flowdeck.tui.screens.summary import SummaryScreen
+    from flowdeck.tui.widgets.host_table import HostPanel
+
+    run = RunSpec(
+        name="tui-spark-hosts",
+        uri=shared_uri,
+        queues=2,
+        queue_pattern=f"{unique_name}-%d",
+        durable=False,
+        publishers=2,
+        rate=100.0,
+        consumers=2,
+        duration=120,
+        workers=2,
+    )
+    app = FlowdeckApp(spec=run, sessions_root=tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        launch = app.screen
+        assert isinstance(launch, LaunchScreen)
+        await type_into(pilot, "spark-master", "local[2]")
+        assert error_of(launch) == ""
+        await pilot.press("ctrl+r")
+        deadline = time.monotonic() + 150
+        while not isinstance(app.screen, LiveScreen) and time.monotonic() < deadline:
+            await pilot.pause(0.2)
+        live = app.screen
+        assert isinstance(live, LiveScreen)
+
+        def both_live() -> bool:
+            rows = live.history.hosts.rows()
+            return (
+                len(rows) == 2
+                and all(r.publish_rate > 0 and r.consume_rate > 0 for r in rows)
+                and all(r.cpu_percent is not None and r.pid for r in rows)
+            )
+
+        while not both_live() and time.monotonic() < deadline:
+            await pilot.pause(0.5)
+        await pilot.press("h")
+        await pilot.pause(1.5)  # the next tick redraws the tab
+        panel = live.query_one(HostPanel)
+        rows = panel.rows
+        assert len(rows) == 2, rows
+        assert [row.worker for row in rows] == [0, 1]
+        for row in rows:
+            assert row.host and row.pid and not row.lost
+            assert (row.publishers, row.consumers) == (1, 1)
+            assert row.publish_rate > 0 and row.consume_rate > 0
+            assert row.cpu_percent is not None and row.cpu_percent > 0
+        # The rows' rates are each worker's share: together near the run's 2 x 100 msg/s.
+        assert 0.5 < sum(row.publish_rate for row in rows) / 200 < 1.5
+        assert app.worker_pool.idle == 0
+        assert app.worker_pool.taken == 0
+
+        live.stop_control()
+        deadline = time.monotonic() + 90
+        while not isinstance(app.screen, SummaryScreen) and time.monotonic() < deadline:
+            await pilot.pause(0.5)
+        summary = app.screen
+        assert isinstance(summary, SummaryScreen)
+        assert [row.worker for row in summary.hosts] == [0, 1]
+        assert sum(row.published for row in summary.hosts) == summary.summary.safety.published
+        assert all(row.cpu_percent is not None for row in summary.hosts)

@@ -37,6 +37,7 @@ from flowdeck.engine import (
 
 if TYPE_CHECKING:
     from flowdeck.collectors import Broker, Provisioner
+    from flowdeck.engine import SparkPlacement
 
 #: Scale of the default preset when ``flowdeck run`` gets no spec at all: fits 2 cores.
 DEFAULT_SCALE = 0.05
@@ -403,3 +404,50 @@ def prometheus_for(broker: Broker, start: bool, announce: Any = None) -> Iterato
                 f"{server.scrape_interval:g} s"
             )
         yield server.url
+
+
+#: The fields a Spark placement's problems are filed under (``SpecError.field``): the master
+#: and workers, the listen address, and the link's TLS files.
+SPARK_FIELDS = ("spark_master", "workers", "spark_listen", "spark_cert_file")
+
+
+def spark_placement_of(
+    master: str, workers: int, *, listen: str = "", cert_file: str = "", key_file: str = ""
+) -> SparkPlacement | None:
+    """The Spark placement of ``flowdeck run --spark-master MASTER --spark-listen HOST:PORT
+    --spark-cert-file PEM --spark-key-file PEM`` (and of the cockpit's launch form, which
+    shows these messages in its own words): None without a master (local workers);
+    SpecError naming one of ``SPARK_FIELDS`` for anything that cannot work. Nothing
+    listens or starts: the placement only checks what it was given until a run launches it.
+    """
+    if not master.strip():
+        if listen.strip() or cert_file or key_file:
+            raise SpecError(
+                "spark_master", "--spark-listen and --spark-cert-file need --spark-master"
+            )
+        return None
+    from flowdeck.engine import ControlAddress, SparkPlacement, TlsOptions, parse_control_address
+
+    address: ControlAddress | None = None
+    if listen.strip():
+        try:
+            address = parse_control_address(listen)
+        except SpecError:
+            raise SpecError(
+                "spark_listen",
+                f"--spark-listen must be HOST:PORT (e.g. 10.0.0.5:0), got {listen!r}",
+            ) from None
+    if key_file and not cert_file:
+        raise SpecError("spark_cert_file", "--spark-key-file needs --spark-cert-file")
+    try:
+        return SparkPlacement(
+            master,
+            workers=workers,
+            listen=address,
+            tls=TlsOptions(cert_file=cert_file, key_file=key_file),
+        )
+    except SpecError as exc:
+        if exc.field in SPARK_FIELDS:
+            raise
+        # The link's certificate or key (a missing file, a pair that does not load).
+        raise SpecError("spark_cert_file", exc.message) from None

@@ -52,6 +52,7 @@ from flowdeck.tui.cli.common import (
     parse_duration,
     parse_number,
     prometheus_for,
+    spark_placement_of,
     spec_naming,
 )
 from flowdeck.tui.cli.import_perftest import add_perftest_option, spec_from_run_args
@@ -263,30 +264,13 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
 def spark_placement(args: argparse.Namespace, workers: int) -> SparkPlacement | None:
     """The Spark placement the flags ask for (None: local workers), checked before
     anything starts (bad flags: exit 2)."""
-    master = getattr(args, "spark_master", None)
-    listen_text = getattr(args, "spark_listen", None)
-    tls = TlsOptions(
+    return spark_placement_of(
+        getattr(args, "spark_master", None) or "",
+        workers,
+        listen=getattr(args, "spark_listen", None) or "",
         cert_file=getattr(args, "spark_cert_file", None) or "",
         key_file=getattr(args, "spark_key_file", None) or "",
     )
-    if not master:
-        if listen_text or tls.cert_file or tls.key_file:
-            raise SpecError(
-                "spark_master", "--spark-listen and --spark-cert-file need --spark-master"
-            )
-        return None
-    from flowdeck.engine import SparkPlacement  # loads the link code only for such a run
-
-    listen = None
-    if listen_text:
-        try:
-            listen = parse_control_address(listen_text)
-        except SpecError:
-            raise SpecError(
-                "spark_listen",
-                f"--spark-listen must be HOST:PORT (e.g. 10.0.0.5:0), got {listen_text!r}",
-            ) from None
-    return SparkPlacement(master, workers=workers, listen=listen, tls=tls)
 
 
 def print_hosts(rows: list[HostRow], out: TextIO) -> None:

@@ -5,9 +5,9 @@ launch. Every field is validated as it is typed; the message shows next to the f
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from rich.text import Text
 from textual import on, work
@@ -37,6 +37,9 @@ from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.spec_text import field_text, field_value
 from flowdeck.tui.widgets.footer import FittingFooter
 
+if TYPE_CHECKING:
+    from flowdeck.engine import SparkPlacement
+
 #: Presets reproduce full-size benchmarks; the cockpit starts them scaled to a small machine.
 DEFAULT_SCALE = 0.1
 BROKER_FIELDS = ("uri", "management_url", "prometheus_url")
@@ -63,27 +66,69 @@ def what_it_runs(spec: RunSpec) -> str:
 
 
 #: The error label of the Spark master field (not a spec field: a run's placement, as
-#: `flowdeck run --spark-master`).
+#: `flowdeck run --spark-master`); the listen address's and the link's TLS files'.
 SPARK_MASTER = "spark_master"
+SPARK_LISTEN = "spark_listen"
+SPARK_CERT = "spark_cert_file"
+#: The Spark fields' inputs, by what ``spark_placement_of`` calls them.
+SPARK_INPUTS = {
+    "master": "spark-master",
+    "listen": "spark-listen",
+    "cert_file": "spark-cert-file",
+    "key_file": "spark-key-file",
+}
+#: `flowdeck run`'s flags as the form names its fields: its messages, in the form's words.
+FORM_WORDS = {
+    "--spark-master": "spark master",
+    "--spark-listen": "spark listen",
+    "--spark-cert-file": "spark cert file",
+    "--spark-key-file": "spark key file",
+    "--workers": "workers",
+}
+
+
+def in_form_words(message: str) -> str:
+    for flag, name in FORM_WORDS.items():
+        message = message.replace(flag, name)
+    return message
+
+
+@dataclass(frozen=True, slots=True)
+class SparkFields:
+    """What the launch form's Spark fields hold, as typed (empty master: local workers)."""
+
+    master: str = ""
+    listen: str = ""
+    cert_file: str = ""
+    key_file: str = ""
+
+
+def spark_placement_for(fields: SparkFields, workers: int) -> SparkPlacement | None:
+    """The Spark placement the form's fields ask for with its workers, checked as
+    `flowdeck run --spark-master --spark-listen --spark-cert-file --spark-key-file`
+    checks them (``tui.cli.common.spark_placement_of``; None: local worker processes);
+    SpecError in the form's words, naming the field it belongs to (``workers`` problems
+    show under the master). Nothing listens or starts before launch."""
+    from flowdeck.tui.cli.common import spark_placement_of
+
+    try:
+        return spark_placement_of(
+            fields.master,
+            workers,
+            listen=fields.listen,
+            cert_file=fields.cert_file.strip(),
+            key_file=fields.key_file.strip(),
+        )
+    except SpecError as exc:
+        field = exc.field if exc.field in (SPARK_LISTEN, SPARK_CERT) else SPARK_MASTER
+        raise SpecError(field, in_form_words(exc.message)) from None
 
 
 def spark_master_for(text: str, workers: int) -> str | None:
-    """The Spark master typed in the launch form, checked with the form's workers as
-    `flowdeck run --spark-master` checks it (None: empty, local worker processes);
-    SpecError in the form's words."""
-    if not text.strip():
-        return None
-    from flowdeck.engine import SparkPlacement  # loads the link code only when one is typed
-
-    try:
-        # Its checks only (master, workers): nothing listens or starts before launch.
-        master: str = SparkPlacement(text, workers=workers).master
-    except SpecError as exc:
-        message = exc.message.replace("--spark-master", "spark master").replace(
-            "--workers", "workers"
-        )
-        raise SpecError(SPARK_MASTER, message) from None
-    return master
+    """The Spark master typed in the launch form, checked with the form's workers (None:
+    empty, local worker processes); SpecError in the form's words."""
+    placement = spark_placement_for(SparkFields(master=text), workers)
+    return placement.master if placement is not None else None
 
 
 def field_id(name: str) -> str:
@@ -197,8 +242,9 @@ class LaunchScreen(Screen[None]):
         self.initial = spec or preset(DEFAULT_PRESET, DEFAULT_SCALE)
         self.spec: RunSpec | None = self.initial
         #: The Spark master the run's workers go to (None: local worker processes), as
-        #: last validated with the form's workers.
+        #: last validated with the form's workers, and the Spark fields it was checked with.
         self.spark_master: str | None = None
+        self.spark_fields = SparkFields()
         self._filling = False
         # Every keystroke validates the whole form: DOM queries per field would make that
         # (and the burst of Changed events at mount) cost tens of ms on the event loop.
@@ -241,20 +287,42 @@ class LaunchScreen(Screen[None]):
         )
 
     def _spark_rows(self) -> ComposeResult:
-        with Horizontal(classes="field-row"):
-            yield Label("spark master", classes="field-name")
-            yield Input(
-                placeholder="empty: workers as local processes",
-                compact=True,
-                id="spark-master",
-            )
-        yield Static("", markup=False, classes="field-error -empty", id=f"error-{SPARK_MASTER}")
-        yield Static(
+        yield from self._spark_row(
+            "spark master",
+            "spark-master",
+            "empty: workers as local processes",
+            SPARK_MASTER,
             "the workers as Spark tasks: local[N] on this host, spark://HOST:PORT on a cluster "
             "(docs/spark-workers.md)",
-            classes="field-help",
-            markup=False,
         )
+        yield from self._spark_row(
+            "spark listen",
+            "spark-listen",
+            "127.0.0.1:0 (workers on this machine only)",
+            SPARK_LISTEN,
+            "HOST:PORT of this machine where the workers connect back (0: a free port); an "
+            "address other hosts reach needs the cert and key below",
+        )
+        yield from self._spark_row("spark cert file", "spark-cert-file", "PEM", None, "")
+        yield from self._spark_row(
+            "spark key file",
+            "spark-key-file",
+            "PEM (empty: in the cert file)",
+            SPARK_CERT,
+            "TLS of the workers' link: every worker trusts this certificate alone",
+        )
+
+    @staticmethod
+    def _spark_row(
+        name: str, input_id: str, placeholder: str, error: str | None, help_text: str
+    ) -> ComposeResult:
+        with Horizontal(classes="field-row"):
+            yield Label(name, classes="field-name")
+            yield Input(placeholder=placeholder, compact=True, id=input_id)
+        if error is not None:
+            yield Static("", markup=False, classes="field-error -empty", id=f"error-{error}")
+        if help_text:
+            yield Static(help_text, classes="field-help", markup=False)
 
     def _field_rows(self, name: str, info: Any, value: Any) -> ComposeResult:
         with Horizontal(classes="field-row"):
@@ -306,13 +374,22 @@ class LaunchScreen(Screen[None]):
         from flowdeck.tui.screens.live import LiveScreen
 
         del Controller, default_sessions_root, LiveScreen
-        pool = getattr(self.app, "worker_pool", None)
-        if pool is None:
-            return
         spec = self.spec or self.initial
         workers = min(resolve_workers(spec.workers), MAX_POOLED_WORKERS)
         # On the app's loop thread: a worker process dies with the thread that spawned it.
-        self.app.call_from_thread(pool.fill, workers)
+        self.app.call_from_thread(self.fill_pool, workers)
+
+    def fill_pool(self, workers: int) -> None:
+        """Boot ``workers`` local worker processes ahead (app.worker_pool), unless the run
+        goes to Spark: its workers are Spark tasks, and a local process would only take
+        memory and CPU (one already booted is ended)."""
+        pool = getattr(self.app, "worker_pool", None)
+        if pool is None:
+            return
+        if self.spark_master is not None:
+            pool.shrink(0)
+        else:
+            pool.fill(workers)
 
     # -- presets and files ---------------------------------------------------------------
 
@@ -449,15 +526,32 @@ class LaunchScreen(Screen[None]):
         self.spec = spec
         if spec is None:
             return None
+        fields = self.spark_typed()
         try:
-            field = self._fields.get(SPARK_MASTER) or self.query_one("#spark-master", Input)
-            self._fields[SPARK_MASTER] = field
-            self.spark_master = spark_master_for(cast(Input, field).value, spec.workers)
+            placement = spark_placement_for(fields, spec.workers)
         except SpecError as exc:
-            self.show_error(SPARK_MASTER, exc.message)
+            for name in (SPARK_MASTER, SPARK_LISTEN, SPARK_CERT):
+                self.show_error(name, exc.message if name == exc.field else "")
             return None
-        self.show_error(SPARK_MASTER, "")
+        for name in (SPARK_MASTER, SPARK_LISTEN, SPARK_CERT):
+            self.show_error(name, "")
+        master = placement.master if placement is not None else None
+        self.spark_fields = fields
+        if master != self.spark_master:
+            went_to_spark = (master is None) != (self.spark_master is None)
+            self.spark_master = master
+            if went_to_spark and self.is_mounted:
+                self.get_ready_to_launch()  # ends booted local workers, or boots them
         return spec
+
+    def spark_typed(self) -> SparkFields:
+        """The Spark fields as typed."""
+        values = {}
+        for name, input_id in SPARK_INPUTS.items():
+            field = self._fields.get(input_id) or self.query_one(f"#{input_id}", Input)
+            self._fields[input_id] = field
+            values[name] = cast(Input, field).value
+        return SparkFields(**values)
 
     @staticmethod
     def field_of(error_field: str) -> str:
@@ -545,7 +639,7 @@ class LaunchScreen(Screen[None]):
         if self._launch_progress is None:
             self._launch_progress = self.set_interval(0.5, self.show_launch_progress)
         self.show_launch_progress()
-        self.prepare(spec, self.spark_master)
+        self.prepare(spec, self.spark_fields if self.spark_master is not None else None)
 
     def show_launch_progress(self) -> None:
         """While a launch is prepared, the broker check panel says what it waits for and
@@ -563,15 +657,19 @@ class LaunchScreen(Screen[None]):
         self.query_one("#checks", Static).update(text)
 
     @work(exclusive=True, thread=True, group="launch")
-    def prepare(self, spec: RunSpec, spark_master: str | None = None) -> None:
+    def prepare(self, spec: RunSpec, spark: SparkFields | None = None) -> None:
         from flowdeck.tui.launcher import prepare_run
 
+        spark = spark or SparkFields()
         try:
             prepared = prepare_run(
                 spec,
                 getattr(self.app, "sessions_root", None),
                 provisioner=getattr(self.app, "provisioner", None),
-                spark_master=spark_master,
+                spark_master=spark.master,
+                spark_listen=spark.listen,
+                spark_cert_file=spark.cert_file.strip(),
+                spark_key_file=spark.key_file.strip(),
             )
         except FlowdeckError as exc:
             self.app.call_from_thread(self.end_launch_progress, Text(f"✗ {exc}", style="bold"))

@@ -207,7 +207,9 @@ class LiveScreen(Screen[None]):
         self.finished = True
         from flowdeck.tui.screens.summary import SummaryScreen
 
-        self.app.switch_screen(SummaryScreen(message.summary))
+        hosts = self.history.hosts
+        rows = hosts.run_rows() if hosts.shown else []
+        self.app.switch_screen(SummaryScreen(message.summary, hosts=rows))
 
     @on(RunFailed)
     def run_failed(self, message: RunFailed) -> None:
@@ -348,6 +350,12 @@ class LiveScreen(Screen[None]):
         chart.basis = SendBasis.INTENDED if chart.basis is SendBasis.ACTUAL else SendBasis.ACTUAL
 
     def action_show_tab(self, tab: str) -> None:
+        if tab == "hosts" and not self.history.hosts.shown:
+            self.notify(
+                "this run's load comes from one worker on this host: the header and figures "
+                "are its figures (the hosts tab shows with several workers or Spark hosts)"
+            )
+            return
         self.query_one(TabbedContent).active = tab
 
     def action_help(self) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.console import Group, RenderableType
 from rich.table import Table
@@ -18,7 +19,11 @@ from flowdeck.engine import RunSummary
 from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.model import human_count
 from flowdeck.tui.widgets.footer import FittingFooter
+from flowdeck.tui.widgets.host_table import host_table
 from flowdeck.tui.widgets.run_header import clock
+
+if TYPE_CHECKING:
+    from flowdeck.engine import HostRow
 
 SAFETY_WORDS = (
     ("published", "published"),
@@ -33,7 +38,8 @@ SAFETY_WORDS = (
 )
 
 
-def summary_renderable(summary: RunSummary) -> RenderableType:
+def summary_renderable(summary: RunSummary, hosts: Sequence[HostRow] = ()) -> RenderableType:
+    """The summary; ``hosts``: the per-host rows, shown when there is more than one."""
     head = Text.assemble(
         (f"{summary.name}: {summary.outcome}", "bold"),
         f" after {clock(summary.duration)} ({summary.stop_reason or 'ran its duration'}), "
@@ -77,12 +83,27 @@ def summary_renderable(summary: RunSummary) -> RenderableType:
     parts: list[RenderableType] = [head, rates, safety]
     if not summary.safety.confirms:
         parts.append(no_confirms)
-    parts += [latency, where]
+    parts.append(latency)
+    if len(hosts) > 1:
+        parts.append(hosts_renderable(hosts, summary.started))
+    parts.append(where)
     if summary.recording_error:
         parts.append(Text(f"recording: {summary.recording_error}", style="bold red"))
     for error in summary.errors:
         parts.append(Text(f"error: {error}", style="red"))
     return Group(*parts)
+
+
+def hosts_renderable(hosts: Sequence[HostRow], started_at: float) -> RenderableType:
+    """The per-host table as ``flowdeck run`` prints it under its summary: where each
+    worker ran, its clients, counts, msg/s over its active time and CPU over the run."""
+    places = len({row.host for row in hosts})
+    title = Text(
+        f"per host: {len(hosts)} workers on {places} host{'s' if places != 1 else ''} "
+        "(msg/s over each worker's active time, CPU in % of one core)",
+        style="bold",
+    )
+    return Group(title, host_table(hosts, width=120, started_at=started_at))
 
 
 class SummaryScreen(Screen[None]):
@@ -95,13 +116,15 @@ class SummaryScreen(Screen[None]):
         Binding("g", "report", "report", tooltip="report on this run's session"),
     ]
 
-    def __init__(self, summary: RunSummary) -> None:
+    def __init__(self, summary: RunSummary, hosts: Sequence[HostRow] = ()) -> None:
         super().__init__()
         self.summary = summary
+        #: The run's per-host rows (shown when there is more than one).
+        self.hosts = tuple(hosts)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(summary_renderable(self.summary), id="summary")
+            yield Static(summary_renderable(self.summary, self.hosts), id="summary")
         yield FittingFooter()
 
     def action_back(self) -> None:

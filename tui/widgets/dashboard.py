@@ -14,6 +14,7 @@ from flowdeck.tui.widgets.alarm_banner import AlarmBanner
 from flowdeck.tui.widgets.event_log import EventLog
 from flowdeck.tui.widgets.figure_strip import FigureStrip
 from flowdeck.tui.widgets.gauges import BrokerGauges
+from flowdeck.tui.widgets.host_table import HostPanel
 from flowdeck.tui.widgets.latency_chart import LatencyChart
 from flowdeck.tui.widgets.queue_table import QueueTable
 from flowdeck.tui.widgets.run_header import RunHeader
@@ -24,7 +25,8 @@ from flowdeck.tui.widgets.throughput_chart import ThroughputChart
 
 class Dashboard(Widget):
     """Header, alarm banner, settings, the figure strip, charts on the left, broker gauges
-    and the event log / queue table / per-setting table on the right. Wide terminals (class
+    and the event log / queue table / per-setting table / per-host table on the right (the
+    hosts tab only once the run has several workers or one on another host). Wide terminals (class
     ``-wide``, set by the screen) give the right column more room so the queue table shows
     more columns and rows.
     """
@@ -60,6 +62,7 @@ class Dashboard(Widget):
         self.note = ""
         self._queues: tuple[QueueSample, ...] = ()
         self._history: RunHistory | None = None
+        self._hosts_tab = False
 
     def compose(self) -> ComposeResult:
         yield RunHeader(id="run-header")
@@ -79,6 +82,13 @@ class Dashboard(Widget):
                         yield QueueTable(id="queue-table")
                     with TabPane("per setting", id="verdicts"):
                         yield SettingTable(id="setting-table")
+                    with TabPane("hosts", id="hosts"):
+                        yield HostPanel(id="host-panel")
+
+    def on_mount(self) -> None:
+        # The hosts tab shows once the run has several workers or one on another host.
+        self.query_one(TabbedContent).hide_tab("hosts")
+        self._hosts_tab = False
 
     def show(
         self,
@@ -94,8 +104,20 @@ class Dashboard(Widget):
         self.query_one(LatencyChart).show(history)
         self.show_broker(history)
         # The table goes over every phase's seconds: only while it is on screen.
-        if self.query_one(TabbedContent).active == "verdicts":
+        tabs = self.query_one(TabbedContent)
+        if tabs.active == "verdicts":
             self.query_one(SettingTable).show(history)
+        self.show_hosts(history)
+
+    def show_hosts(self, history: RunHistory) -> None:
+        """The hosts tab, once there is more than one worker (or one elsewhere); its rows
+        while it is on screen."""
+        tabs = self.query_one(TabbedContent)
+        if history.hosts.shown and not self._hosts_tab:
+            self._hosts_tab = True
+            tabs.show_tab("hosts")
+        if tabs.active == "hosts":
+            self.query_one(HostPanel).show(history)
 
     def show_settings(self, settings: Settings | None, pending: tuple[PendingChange, ...]) -> None:
         history = self._history
@@ -120,6 +142,8 @@ class Dashboard(Widget):
             self.query_one(QueueTable).show(self._queues)
         elif event.pane.id == "verdicts" and self._history is not None:
             self.query_one(SettingTable).show(self._history)
+        elif event.pane.id == "hosts" and self._history is not None:
+            self.query_one(HostPanel).show(self._history)
 
     def add_event(self, history: RunHistory, event: RunEvent) -> None:
         self._history = history
