@@ -7,23 +7,18 @@ its unconfirmed messages, TLS pinned to the controller's certificate.
 The run test starts ``flowdeck run --spark-master local[2] --workers 2`` in a subprocess
 (a SparkContext per process: the suite's shared local Spark session may live in this
 one), steers it through its control endpoint, kills one worker's task process mid-run and
-checks the merged figures against the per-host rows and the broker's own counts. It uses
-``local[2]``: a standalone master and two Spark workers take too long to start for the
-suite on a 2-core machine; ``benchmarks/spark_workers.py --standalone`` runs the same
-run on one (tests/spark_cluster.py starts it for both).
+checks the merged figures against the per-host rows and the broker's own counts
+(tests/spark_runs.py; test_spark_hosts.py runs the same on a standalone master whose two
+Spark workers are hosts of their own).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import re
-import signal
 import time
 from pathlib import Path
-from urllib.parse import quote
 
-import httpx
 import pytest
 
 from flowdeck.engine.commands import Stop, WorkerAssignment
@@ -39,8 +34,8 @@ from flowdeck.engine.spark_workers.wire import MAGIC, WorkerHello, frame, read_f
 from flowdeck.engine.spec import RunSpec
 from flowdeck.engine.tls import TlsOptions
 from tests.conftest import SHARED_MANAGEMENT_URL
-from tests.engine.test_control_api import consumer_prefetch, end_run, start_steerable_run
 from tests.engine.test_tls import make_certificates
+from tests.spark_runs import two_workers_one_lost
 
 SPEC = RunSpec(uri="amqp://guest:guest@127.0.0.1:5672/%2F", publishers=2, consumers=2)
 
@@ -184,112 +179,14 @@ async def test_tls_link_trusts_the_controllers_certificate_alone(tmp_path: Path)
 # -- a real run: two Spark tasks on local[2], the shared broker ------------------------------
 
 
-def queue_published(name: str) -> int:
-    with httpx.Client(base_url=SHARED_MANAGEMENT_URL, auth=("guest", "guest"), timeout=10) as m:
-        queue = m.get(f"/api/queues/%2F/{quote(name, safe='')}").json()
-    return int(queue.get("message_stats", {}).get("publish", 0))
-
-
-def wait_for_line(run_output, pattern: str, seconds: float) -> re.Match[str]:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        found = re.search(pattern, run_output())
-        if found:
-            return found
-        time.sleep(0.3)
-    raise AssertionError(f"{pattern!r} not in the run's output:\n{run_output()[-4000:]}")
-
-
 @pytest.mark.broker
 @pytest.mark.spark
 @pytest.mark.timeout(420)
 def test_two_spark_workers_steered_merged_and_one_lost(tmp_path: Path, unique_name: str) -> None:
-    began = time.monotonic()
-    run = start_steerable_run(
+    run = two_workers_one_lost(
         tmp_path,
         unique_name,
-        duration="35s",
-        extra=(
-            "--spark-master=local[2]",
-            "--workers=2",
-            "--queues=2",
-            "--publishers=2",
-            "--consumers=2",
-            "--rate=40",
-            "--drain=2",
-        ),
-        cleanup=False,  # the queues' counts are read after the run; unique_name deletes them
+        placement=("--spark-master=local[2]",),
+        management_url=SHARED_MANAGEMENT_URL,
     )
-    try:
-        for worker in (0, 1):
-            wait_for_line(run.output, rf"worker {worker} connected from \S+ \(pid \d+\)", 240)
-        hello = {
-            int(w): int(pid)
-            for w, pid in re.findall(r"worker (\d) connected from \S+ \(pid (\d+)\)", run.output())
-        }
-        wait_for_line(run.output, r"run '.*' started .* with 2 worker processes", 60)
-        started = time.monotonic()
-        with run.api() as api:
-            for change in ("inflight=80", "prefetch=37"):
-                answer = api.post("/changes", json={"change": change})
-                assert answer.status_code == 200 and answer.json()["in_force"], answer.text
-            in_force = api.get("/status").json()["settings"]["in_force"]
-        assert (in_force["inflight"], in_force["prefetch"]) == (80, 37)
-        assert len(re.findall(r"in effect in every worker", run.output())) == 2
-        queues = [f"{unique_name}-1", f"{unique_name}-2"]
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline and [consumer_prefetch(q) for q in queues] != [[37]] * 2:
-            time.sleep(0.5)
-        assert [consumer_prefetch(q) for q in queues] == [[37], [37]]  # both workers' consumers
-
-        time.sleep(max(0.0, started + 8 - time.monotonic()))  # well into the run
-        os.kill(hello[1], signal.SIGKILL)  # worker 1's Spark task process, mid-run
-        killed_at = time.monotonic() - started
-        lost = wait_for_line(run.output, r"worker 1 on \S+ \(pid \d+\) lost: ([^\n]*)", 30)
-        run.process.wait(timeout=120)
-    finally:
-        end_run(run)
-    output = run.output()
-    assert run.process.returncode == 0, output[-4000:]
-    assert "run completed: duration reached" in output
-    assert "publisher(s) (1)" in lost[0] and "consumer(s) (1)" in lost[0]
-    assert output.index(lost[0]) < output.index("publishing stopped (duration reached)")
-
-    merged = int(re.search(r"^published\s+([\d,]+)", output, re.M)[1].replace(",", ""))  # type: ignore[index]
-    rows = {
-        int(m[1]): (int(m[2]), int(m[3].replace(",", "")), bool(m[4]))
-        for m in re.finditer(
-            r"^(\d)\s+\S+\s+(\d+)\s+\d+\s+\d+\s+([\d,]+)\s.*?(LOST)?$", output, re.M
-        )
-    }
-    assert rows[0][0] == hello[0] and rows[1][0] == hello[1]
-    assert (rows[0][2], rows[1][2]) == (False, True)
-    assert merged == rows[0][1] + rows[1][1]
-    # The broker's counts: worker 0's publisher fills queue -1 alone, worker 1's queue -2.
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and queue_published(queues[0]) != rows[0][1]:
-        time.sleep(1)
-    broker = [queue_published(q) for q in queues]
-    assert broker[0] == rows[0][1]
-    # What worker 1 published after its last snapshot never reached the controller.
-    tail = broker[1] - rows[1][1]
-    assert 0 <= tail <= 40 * 3, (broker, rows)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and any(_alive(pid) for pid in hello.values()):
-        time.sleep(0.5)
-    assert not any(_alive(pid) for pid in hello.values()), "a Spark task outlived the run"
-    print(
-        f"\nSpark workers: hello after {started - began:.1f} s, worker 1 killed at "
-        f"{killed_at:.1f} s; merged published {merged:,} = {rows[0][1]:,} + {rows[1][1]:,}; "
-        f"broker queue -1 {broker[0]:,}, queue -2 {broker[1]:,} (tail {tail}); "
-        f"test {time.monotonic() - began:.0f} s"
-    )
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split(")")[-1].split()[0] != "Z"
+    print(f"\nSpark workers: {run.summary()}")
