@@ -43,13 +43,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import psutil
 
 from flowdeck.collectors.errors import SourceError
 from flowdeck.collectors.node_guard import OwnerGuard
+from flowdeck.collectors.node_network import NetworkError, NodeNetwork
 
 #: Where Debian puts the real scripts; ``/usr/sbin/rabbitmq-server`` is a wrapper that
 #: switches to the ``rabbitmq`` user and its files, which a private node must not use.
@@ -62,6 +63,13 @@ _CLI_DIST_RANGE = 10
 #: Erlang's ``+S Schedulers:SchedulersOnline`` argument.
 _SCHEDULERS = re.compile(r"[1-9][0-9]{0,2}(:[1-9][0-9]{0,2})?")
 
+#: RabbitMQ's ``cluster_partition_handling`` modes.
+PARTITION_HANDLING = ("ignore", "pause_minority", "autoheal")
+#: Seconds of ``net_ticktime`` and of the AMQP heartbeat on nodes in network namespaces.
+ISOLATED_NET_TICKTIME = 10
+ISOLATED_HEARTBEAT = 5
+
+_T = TypeVar("_T")
 _node_numbers = itertools.count(1)
 _live: set[LocalBroker] = set()
 _live_lock = threading.Lock()
@@ -128,9 +136,9 @@ def port_taken(port: int) -> bool:
     return False
 
 
-def _port_answers(port: int, timeout: float = 0.5) -> bool:
+def _port_answers(port: int, timeout: float = 0.5, host: str = "127.0.0.1") -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=timeout):
+        with socket.create_connection((host, port), timeout=timeout):
             return True
     except OSError:
         return False
@@ -165,6 +173,9 @@ class LocalBroker:
         schedulers: str | None = None,
         peers: Sequence[str] = (),
         remove_data: bool | None = None,
+        host: str = "127.0.0.1",
+        netns: str | None = None,
+        partition_handling: str | None = None,
     ) -> None:
         if stats_interval_ms < 100:
             raise SourceError(
@@ -175,6 +186,17 @@ class LocalBroker:
             raise SourceError(
                 f"schedulers must be Erlang's +S form such as 1:1 or 2:2, got {schedulers!r}"
             )
+        if partition_handling is not None and partition_handling not in PARTITION_HANDLING:
+            raise SourceError(
+                f"partition_handling must be one of {', '.join(PARTITION_HANDLING)}, "
+                f"got {partition_handling!r}"
+            )
+        #: The address the node listens on: 127.0.0.1, or its own in a network namespace.
+        self.host = host
+        #: The network namespace the node runs in (None: the machine's own network).
+        self.netns = netns
+        #: RabbitMQ's ``cluster_partition_handling`` (None: RabbitMQ's default, ignore).
+        self.partition_handling = partition_handling
         self.nodename = nodename or f"{name}-{os.getpid()}-{next(_node_numbers)}@localhost"
         self._owns_base_dir = base_dir is None if remove_data is None else remove_data
         self.base_dir = (
@@ -208,7 +230,7 @@ class LocalBroker:
     @property
     def uri(self) -> str:
         """AMQP URI with the node's default user (guest, allowed from loopback)."""
-        return f"amqp://guest:guest@127.0.0.1:{self.amqp_port}/%2F"
+        return f"amqp://guest:guest@{self.host}:{self.amqp_port}/%2F"
 
     @property
     def amqps_uri(self) -> str:
@@ -218,7 +240,7 @@ class LocalBroker:
 
     @property
     def management_url(self) -> str:
-        return f"http://127.0.0.1:{self.management_port}"
+        return f"http://{self.host}:{self.management_port}"
 
     @property
     def management_tls_url(self) -> str:
@@ -229,7 +251,7 @@ class LocalBroker:
     @property
     def prometheus_url(self) -> str:
         """Base URL of the rabbitmq_prometheus endpoint (metrics at ``/metrics``)."""
-        return f"http://127.0.0.1:{self.prometheus_port}"
+        return f"http://{self.host}:{self.prometheus_port}"
 
     @property
     def log_dir(self) -> Path:
@@ -298,7 +320,7 @@ class LocalBroker:
             # A session of its own: Ctrl-C in the operator's terminal reaches flowdeck, which
             # then stops the node in order, instead of the node dying under the run.
             self._process = subprocess.Popen(
-                [str(server)],
+                [*self._exec_prefix(), str(server)],
                 env=self._environment(),
                 cwd=self.base_dir,
                 stdin=subprocess.DEVNULL,
@@ -383,6 +405,9 @@ class LocalBroker:
             "started_in": self.started_in,
             "schedulers": self.schedulers,
             "peers": list(self.peers),
+            "host": self.host,
+            "netns": self.netns,
+            "partition_handling": self.partition_handling,
         }
 
     @classmethod
@@ -413,6 +438,11 @@ class LocalBroker:
         broker._pid = None if pid is None else int(pid)
         broker._cookie = str(state["cookie"])
         broker._guard = None
+        broker.host = str(state.get("host") or "127.0.0.1")
+        netns = state.get("netns")
+        broker.netns = netns if isinstance(netns, str) else None
+        handling = state.get("partition_handling")
+        broker.partition_handling = handling if isinstance(handling, str) else None
         return broker
 
     def __enter__(self) -> LocalBroker:
@@ -454,7 +484,7 @@ class LocalBroker:
         ctl = find_tool("rabbitmqctl")
         try:
             done = subprocess.run(
-                [str(ctl), "-n", self.nodename, "-q", *args],
+                [*self._exec_prefix(), str(ctl), "-n", self.nodename, "-q", *args],
                 env=self._environment(),
                 cwd=self.base_dir,
                 capture_output=True,
@@ -486,10 +516,19 @@ class LocalBroker:
             "management TLS": self.management_tls_port,
         }
 
+    def _exec_prefix(self) -> list[str]:
+        """What runs a program in the node's network namespace (none: the machine's)."""
+        if self.netns is None:
+            return []
+        return [shutil.which("ip") or "/usr/sbin/ip", "netns", "exec", self.netns]
+
     def _check_ports_free(self) -> None:
         """Fail before booting when a port is taken: the node would boot its plugins, then
         die on ``could_not_start_listener``, and a client on that port would reach whatever
-        listens there (the shared broker, say) instead."""
+        listens there (the shared broker, say) instead. A node in a namespace of its own
+        has every port of its own address."""
+        if self.netns is not None:
+            return
         for role, port in self._ports().items():
             if port is not None and port_taken(port):
                 raise SourceError(
@@ -518,17 +557,22 @@ class LocalBroker:
         keep = ("PATH", "LANG", "LC_ALL", "TMPDIR", "TERM")
         env = {key: os.environ[key] for key in keep if key in os.environ}
         base = self.base_dir
+        interface = "{" + self.host.replace(".", ",") + "}"
         erl_args = (
             # Do not spin idle schedulers: the machine is shared with the load clients.
-            "+sbwt none +sbwtdcpu none +sbwtdio none -kernel inet_dist_use_interface {127,0,0,1}"
+            f"+sbwt none +sbwtdcpu none +sbwtdio none -kernel inet_dist_use_interface {interface}"
         )
+        if self.netns is not None:
+            # A peer cut off is found out after net_ticktime (60 s by default): 10 s keeps a
+            # partition drill short, and is far above what a busy 2-core machine delays.
+            erl_args += f" -kernel net_ticktime {ISOLATED_NET_TICKTIME}"
         if self.schedulers is not None:
             erl_args += f" +S {self.schedulers}"
         env.update(
             {
                 "HOME": str(base),  # the Erlang cookie, for the node and rabbitmqctl alike
                 "RABBITMQ_NODENAME": self.nodename,
-                "RABBITMQ_USE_LONGNAME": "false",
+                "RABBITMQ_USE_LONGNAME": "false" if self.netns is None else "true",
                 "RABBITMQ_BASE": str(base),
                 "RABBITMQ_CONF_ENV_FILE": str(base / "rabbitmq-env.conf"),
                 "RABBITMQ_CONFIG_FILE": str(base / "rabbitmq.conf"),
@@ -537,7 +581,7 @@ class LocalBroker:
                 "RABBITMQ_MNESIA_BASE": str(base / "mnesia"),
                 "RABBITMQ_LOG_BASE": str(self.log_dir),
                 "RABBITMQ_PID_FILE": str(base / "node.pid"),
-                "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+                "RABBITMQ_NODE_IP_ADDRESS": self.host,
                 "RABBITMQ_NODE_PORT": str(self.amqp_port),
                 "RABBITMQ_DIST_PORT": str(self.dist_port),
                 "RABBITMQ_CTL_DIST_PORT_MIN": str(self.dist_port + _CLI_DIST_OFFSET),
@@ -545,7 +589,8 @@ class LocalBroker:
                     self.dist_port + _CLI_DIST_OFFSET + _CLI_DIST_RANGE
                 ),
                 "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": erl_args,
-                "ERL_EPMD_ADDRESS": "127.0.0.1",
+                # in a namespace the node starts that namespace's own epmd, on its address
+                "ERL_EPMD_ADDRESS": self.host,
             }
         )
         return env
@@ -572,15 +617,25 @@ class LocalBroker:
 
     def _config_text(self) -> str:
         lines = [
-            f"listeners.tcp.default = 127.0.0.1:{self.amqp_port}",
+            f"listeners.tcp.default = {self.host}:{self.amqp_port}",
             f"management.tcp.port = {self.management_port}",
-            "management.tcp.ip = 127.0.0.1",
+            f"management.tcp.ip = {self.host}",
             f"prometheus.tcp.port = {self.prometheus_port}",
-            "prometheus.tcp.ip = 127.0.0.1",
+            f"prometheus.tcp.ip = {self.host}",
             f"collect_statistics_interval = {self.stats_interval_ms}",
             "log.file.level = info",
             "log.console = false",
         ]
+        if self.partition_handling is not None:
+            lines.append(f"cluster_partition_handling = {self.partition_handling}")
+        if self.netns is not None:
+            lines += [
+                # clients come through the bridge, not loopback: guest must be let in
+                "loopback_users = none",
+                # a client of a node cut off hears nothing, not even a reset: a short
+                # heartbeat (negotiated down from the client's 60 s) lets it find out
+                f"heartbeat = {ISOLATED_HEARTBEAT}",
+            ]
         if self.peers:
             # Read only on a first boot (an empty data directory): the node joins the
             # cluster of the first peer that answers; a restart rejoins from its own data.
@@ -618,7 +673,7 @@ class LocalBroker:
                         f"private RabbitMQ node {self.nodename} exited while starting: "
                         f"{self._log_tail()} (logs in {self.log_dir})"
                     )
-                if _port_answers(self.amqp_port):
+                if _port_answers(self.amqp_port, host=self.host):
                     waiting_for = "the management API"
                     with contextlib.suppress(httpx.HTTPError, ValueError):
                         overview = http.get(f"{self.management_url}/api/overview")
@@ -665,7 +720,7 @@ class LocalBroker:
                 return False
             time.sleep(0.1)
         # The VM may outlive its start script by a moment; wait for the ports to close.
-        while _port_answers(self.amqp_port, 0.2):
+        while _port_answers(self.amqp_port, 0.2, self.host):
             if time.monotonic() > deadline:
                 return False
             time.sleep(0.1)
@@ -697,6 +752,10 @@ class NodeAddress:
 #: schedulers do not spin (``+sbwt none``), so the extra ones cost little, and a node that
 #: holds the only busy queue leader can use both cores, which 1:1 would forbid.
 CLUSTER_SCHEDULERS = "2:2"
+#: How an isolated cluster (nodes in network namespaces) handles a partition: the seed-style
+#: set-up's pause_minority (a node that sees itself in the minority pauses, its clients
+#: move to the majority, and it resumes once it sees the majority again).
+ISOLATED_PARTITION_HANDLING = "pause_minority"
 #: Most nodes a private cluster may have: each costs about 130 MB and a share of two cores.
 MAX_CLUSTER_NODES = 9
 
@@ -734,6 +793,8 @@ class LocalCluster:
         stats_interval_ms: int = 1000,
         start_timeout: float = 180.0,
         first_alone: bool = False,
+        isolated: bool = False,
+        partition_handling: str | None = None,
     ) -> None:
         if not 1 <= size <= MAX_CLUSTER_NODES:
             raise SourceError(
@@ -754,9 +815,23 @@ class LocalCluster:
         #: Seconds the last ``start()`` took until every node answered and had joined.
         self.started_in: float | None = None
         cookie = secrets.token_hex(20)
-        first = f"{self.name}-n1@localhost"
+        #: The namespaces the nodes run in (``isolated``; see collectors/node_network.py).
+        self.network = NodeNetwork.plan(self.name, size) if isolated else None
+        #: ``cluster_partition_handling``: pause_minority on an isolated cluster unless
+        #: told otherwise, RabbitMQ's default (ignore) on the loopback one.
+        self.partition_handling = partition_handling or (
+            ISOLATED_PARTITION_HANDLING if isolated else None
+        )
+        first = self._nodename(1)
         self.nodes: list[LocalBroker] = []
         for number in range(1, size + 1):
+            if self.network is not None:
+                self.nodes.append(
+                    self._isolated_node(
+                        number, self.network, name, cookie, stats_interval_ms, first
+                    )
+                )
+                continue
             node = _with_distinct_ports(
                 self.nodes,
                 lambda number=number: LocalBroker(  # type: ignore[misc]
@@ -769,11 +844,50 @@ class LocalCluster:
                     remove_data=self._owns_base_dir,
                     stats_interval_ms=stats_interval_ms,
                     start_timeout=start_timeout,
+                    partition_handling=partition_handling,
                 ),
             )
             if self._owns_base_dir:
                 node._data_parent = self.base_dir
             self.nodes.append(node)
+
+    def _nodename(self, number: int) -> str:
+        if self.network is None:
+            return f"{self.name}-n{number}@localhost"
+        return f"{self.name}-n{number}@{self.network.address(number)}"
+
+    def _isolated_node(
+        self,
+        number: int,
+        network: NodeNetwork,
+        name: str,
+        cookie: str,
+        stats_interval_ms: int,
+        first: str,
+    ) -> LocalBroker:
+        """Node ``number`` in its own namespace: RabbitMQ's usual ports on its own address
+        (nothing else listens there), long node names by address."""
+        node = LocalBroker(
+            name=name,
+            base_dir=self.base_dir / f"n{number}",
+            amqp_port=5672,
+            management_port=15672,
+            prometheus_port=15692,
+            dist_port=25672,
+            nodename=self._nodename(number),
+            cookie=cookie,
+            schedulers=self.schedulers,
+            peers=() if number == 1 else (first,),
+            remove_data=self._owns_base_dir,
+            stats_interval_ms=stats_interval_ms,
+            start_timeout=self.start_timeout,
+            host=network.address(number),
+            netns=network.namespace(number),
+            partition_handling=self.partition_handling,
+        )
+        if self._owns_base_dir:
+            node._data_parent = self.base_dir
+        return node
 
     # -- where it is ---------------------------------------------------------------------
 
@@ -796,7 +910,7 @@ class LocalCluster:
 
     def find_node(self, ref: str) -> LocalBroker | None:
         """The node ``ref`` names: its number (``2``), ``n2``, or its name with or without
-        ``@localhost``; ``None`` when no node has that name."""
+        ``@host``; ``None`` when no node has that name."""
         for number, node in enumerate(self.nodes, 1):
             short = node.nodename.split("@")[0]
             if ref in (str(number), f"n{number}", short, node.nodename):
@@ -816,6 +930,8 @@ class LocalCluster:
         began = time.monotonic()
         fresh = not (self.nodes[0].base_dir / "mnesia").is_dir()
         try:
+            if self.network is not None:
+                self._create_network()
             if fresh and self.first_alone:
                 self.nodes[0].start(limit)
             self._start_nodes([n for n in self.nodes if not n.running], began + limit)
@@ -833,17 +949,23 @@ class LocalCluster:
         the cluster's directory (by default when flowdeck made it)."""
         remove = cleanup if cleanup is not None else self._owns_base_dir
         _each(self.nodes, lambda node: node.stop(timeout, cleanup=remove))
+        if self.network is not None:
+            # made again by the next start (a restart on kept data), on the same subnet
+            self.network.remove()
         if remove:
             shutil.rmtree(self.base_dir, ignore_errors=True)
 
     def kill(self) -> None:
-        """SIGKILL every node; their data stays (``stop(cleanup=True)`` removes it)."""
+        """SIGKILL every node; their data (and an isolated cluster's network) stays:
+        ``stop(cleanup=True)`` removes it."""
         _each(self.nodes, lambda node: node.kill())
 
     def detach(self) -> dict[str, Any]:
         """Leave every node running after this process exits; the state for attach()."""
         for node in self.nodes:
             node.detach()
+        if self.network is not None:
+            self.network.stand_guard_down()
         return self.to_state()
 
     def to_state(self) -> dict[str, Any]:
@@ -855,6 +977,8 @@ class LocalCluster:
             "schedulers": self.schedulers,
             "started_in": self.started_in,
             "nodes": [node.to_state() for node in self.nodes],
+            "network": None if self.network is None else self.network.to_state(),
+            "partition_handling": self.partition_handling,
         }
 
     @classmethod
@@ -870,6 +994,10 @@ class LocalCluster:
         cluster.first_alone = False
         cluster.started_in = state.get("started_in")
         cluster.nodes = [LocalBroker.attach(node) for node in state["nodes"]]
+        network = state.get("network")
+        cluster.network = NodeNetwork.from_state(network) if isinstance(network, dict) else None
+        handling = state.get("partition_handling")
+        cluster.partition_handling = handling if isinstance(handling, str) else None
         for node in cluster.nodes:
             node._data_parent = cluster.base_dir if cluster._owns_base_dir else None
         return cluster
@@ -889,7 +1017,53 @@ class LocalCluster:
         up = sum(node.running for node in self.nodes)
         return f"LocalCluster({self.name}, {up} of {len(self.nodes)} nodes running)"
 
+    # -- the partition drill ---------------------------------------------------------------
+
+    @property
+    def isolated(self) -> bool:
+        """True when every node runs in a network namespace of its own."""
+        return self.network is not None
+
+    def partition(self, ref: str) -> bool:
+        """Cut node ``ref`` off the others and the clients (it keeps running); False when
+        it was cut already. SourceError on a loopback cluster or an unknown node."""
+        network, number = self._seat(ref)
+        return _network_call(lambda: network.cut(number))
+
+    def heal(self, ref: str) -> bool:
+        """Put node ``ref`` back on the cluster's network; False when it was not cut."""
+        network, number = self._seat(ref)
+        return _network_call(lambda: network.heal(number))
+
+    def cut_off(self) -> list[str]:
+        """The names of the nodes whose link is cut now."""
+        if self.network is None:
+            return []
+        network = self.network
+        return [
+            node.nodename
+            for number, node in enumerate(self.nodes, 1)
+            if _network_call(lambda number=number: network.is_cut(number))  # type: ignore[misc]
+        ]
+
+    def _seat(self, ref: str) -> tuple[NodeNetwork, int]:
+        if self.network is None:
+            raise SourceError(
+                f"{self.name} runs on loopback, where no link can be cut: a partition needs "
+                "a cluster whose nodes run in network namespaces (flowdeck broker start "
+                "--nodes 3 --namespaces)"
+            )
+        node = self.find_node(ref)
+        if node is None:
+            raise SourceError(f"no node {ref!r} in {self.name}")
+        return self.network, self.nodes.index(node) + 1
+
     # -- internals -----------------------------------------------------------------------
+
+    def _create_network(self) -> None:
+        network = self.network
+        if network is not None:
+            _network_call(network.create)
 
     def _start_nodes(self, nodes: Sequence[LocalBroker], deadline: float) -> None:
         left = max(1.0, deadline - time.monotonic())
@@ -945,6 +1119,14 @@ class LocalCluster:
                         f"start timeout; see the logs under {self.base_dir}"
                     )
                 time.sleep(0.2)
+
+
+def _network_call(action: Callable[[], _T]) -> _T:
+    """``action`` on a cluster's network, its NetworkError told as a SourceError."""
+    try:
+        return action()
+    except NetworkError as exc:
+        raise SourceError(str(exc)) from None
 
 
 def _with_distinct_ports(

@@ -1,5 +1,5 @@
 """The private nodes a run may break on purpose: one node of a cluster killed, stopped,
-started or restarted mid-run.
+started or restarted mid-run, or cut off the others by a network partition and healed.
 
 A node-loss drill needs a broker flowdeck runs itself: its nodes are processes on this
 machine that flowdeck can SIGKILL and start again on the same ports and data. A
@@ -7,6 +7,11 @@ machine that flowdeck can SIGKILL and start again on the same ports and data. A
 started through a Provisioner, or the one ``flowdeck broker start`` left running) and is
 what a schedule's ``fault`` step and the cockpit's kill key both act through. A broker
 that is not flowdeck's (a remote URI) has none, and a fault on it is refused.
+
+A partition (``partition 3``, then ``heal 3``) needs a cluster whose nodes run in network
+namespaces (``LocalCluster(isolated=True)``, ``flowdeck broker start --nodes 3
+--namespaces``): the node keeps running, but its link to the others and to the clients is
+down until it is healed.
 
 Starting a node takes seconds: :meth:`LocalNodes.apply` blocks, so callers on an event
 loop run it on a thread. One fault runs at a time (``kill 2`` then ``start 2`` queue up).
@@ -23,9 +28,11 @@ from typing import Literal
 from flowdeck.collectors.errors import SourceError
 from flowdeck.collectors.local_broker import LocalBroker, LocalCluster
 
-FaultAction = Literal["kill", "stop", "start", "restart"]
+FaultAction = Literal["kill", "stop", "start", "restart", "partition", "heal"]
 #: What a fault does to its node, in the words operators type.
-FAULT_ACTIONS: tuple[FaultAction, ...] = ("kill", "stop", "start", "restart")
+FAULT_ACTIONS: tuple[FaultAction, ...] = ("kill", "stop", "start", "restart", "partition", "heal")
+#: The faults that cut a node's network rather than stop or start its process.
+NETWORK_FAULTS: tuple[FaultAction, ...] = ("partition", "heal")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +103,10 @@ class LocalNodes:
 
     def apply(self, action: FaultAction, ref: str) -> FaultDone:
         """Do ``action`` to node ``ref`` and wait until it is done (a start: until the node
-        answers and has rejoined). SourceError when the node is unknown or will not start;
-        a node already in the state asked for is left as it is (``changed`` false)."""
+        answers and has rejoined; a partition or heal: until its link is down or up).
+        SourceError when the node is unknown or will not start, or for a partition on
+        nodes that share loopback; a node already in the state asked for is left as it is
+        (``changed`` false)."""
         if action not in FAULT_ACTIONS:
             raise SourceError(f"unknown node fault {action!r}; use one of {FAULT_ACTIONS}")
         node = self.find(ref)
@@ -112,6 +121,17 @@ class LocalNodes:
         )
 
     def _do(self, action: FaultAction, node: LocalBroker) -> bool:
+        if action in NETWORK_FAULTS:
+            held = self._held
+            if not isinstance(held, LocalCluster):
+                raise SourceError(
+                    f"{node.nodename} is a single node: a partition needs a cluster whose "
+                    "nodes run in network namespaces (flowdeck broker start --nodes 3 "
+                    "--namespaces)"
+                )
+            if action == "partition":
+                return held.partition(node.nodename)
+            return held.heal(node.nodename)
         if action in ("kill", "stop"):
             if not node.running:
                 return False
@@ -137,6 +157,14 @@ class LocalNodes:
 
 def _said(action: FaultAction, node: LocalBroker, changed: bool, took: float) -> str:
     name = node.nodename
+    if action == "partition":
+        if not changed:
+            return f"{name} is cut off already"
+        return f"{name} cut off the cluster's network (it runs on, alone); heal it to rejoin"
+    if action == "heal":
+        if not changed:
+            return f"{name} was not cut off"
+        return f"{name} back on the cluster's network"
     if not changed:
         return f"{name} is {'already running' if action == 'start' else 'not running'}"
     if action == "kill":

@@ -5,8 +5,9 @@ The operator (TUI key or CLI), a schedule step and an API call all produce the s
 current settings before sending it to the workers and records both times: when it was
 requested and when every worker reported it in effect.
 
-A :class:`NodeFault` (``fault kill 2``) is not a change: no worker applies it. It loses or
-brings back one node of a private cluster flowdeck runs, as a schedule step or from the
+A :class:`NodeFault` (``fault kill 2``, ``fault partition 3``) is not a change: no worker
+applies it. It loses or brings back one node of a private cluster flowdeck runs, or cuts
+it off the others and heals it (a cluster in network namespaces), as a schedule step or from the
 cockpit's node key, and opens a phase (a mark named after it) so the report splits the run
 there.
 """
@@ -80,8 +81,10 @@ class Change:
 @dataclass(frozen=True, slots=True)
 class NodeFault:
     """One node of a private node or cluster lost or brought back on purpose: ``kill``
-    (SIGKILL, as a crash), ``stop`` (a clean shutdown), ``start`` or ``restart``. ``node``
-    names it as ``flowdeck broker kill`` does: its number (``2``), ``n2`` or its name."""
+    (SIGKILL, as a crash), ``stop`` (a clean shutdown), ``start`` or ``restart``; or, on a
+    cluster in network namespaces, cut off the others (``partition``) and put back
+    (``heal``). ``node`` names it as ``flowdeck broker kill`` does: its number (``2``),
+    ``n2`` or its name."""
 
     action: FaultAction
     node: str
@@ -101,7 +104,8 @@ def is_fault(text: str) -> bool:
 
 
 def parse_fault(text: str) -> NodeFault:
-    """``fault kill 2``, ``fault start n2``, ``fault restart rabbit-2@host``: a NodeFault."""
+    """``fault kill 2``, ``fault start n2``, ``fault restart rabbit-2@host``, ``fault
+    partition 3``: a NodeFault."""
     words = text.split()
     if len(words) != 3 or words[0].lower() != "fault" or words[1].lower() not in FAULT_ACTIONS:
         raise SpecError(

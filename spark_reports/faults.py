@@ -2,7 +2,8 @@
 
 Outages (a worker lost its broker connection), memory and disk alarms, connections
 blocked by flow control, broker sources that went stale, nodes lost on purpose (a node
-fault's ``kill`` or ``stop`` until its ``start`` or ``restart``), and errors: each with when it
+fault's ``kill`` or ``stop`` until its ``start`` or ``restart``), nodes cut off by a
+partition (``partition`` until ``heal``), and errors: each with when it
 started and ended, how long it lasted, how long the publishers and the consumers stood
 still after it (from their per-second rates) and how long after it began the consumers
 were back at the rate they had before it. The manifest's
@@ -141,26 +142,44 @@ def _node_fault(
 ) -> None:
     """A node fault done: a ``kill`` or ``stop`` opens a "node down" row for its node, the
     node's next ``start`` or ``restart`` closes it; a restart of a running node is a row of
-    its own, down for the time the restart took."""
+    its own, down for the time the restart took. A ``partition`` opens a "partition" row
+    for its node and its ``heal`` closes it, the same way."""
     if not detail.get("changed", True):
         return
     node = str(detail.get("nodename") or detail.get("node") or "?")
     action = str(detail.get("fault"))
     source = str(detail.get("source") or "?")
-    if action in ("kill", "stop"):
-        open_faults.setdefault(("node down", node), (at, detail))
+    if action in ("partition", "heal"):
+        _pair(("partition", node), action == "partition", detail, at, open_faults, found)
         return
-    opened = open_faults.pop(("node down", node), None)
+    key = ("node down", node)
+    was_down = key in open_faults
+    _pair(key, action in ("kill", "stop"), detail, at, open_faults, found)
+    if action == "restart" and not was_down:
+        took = float(detail.get("took_s") or 0.0)
+        found.append(("node down", node, at - took, at, f"restart ({source}) took {took:.1f} s"))
+
+
+def _pair(
+    key: tuple[str, str],
+    opens: bool,
+    detail: Mapping[str, Any],
+    at: float,
+    open_faults: dict[tuple[str, str], tuple[float, Mapping[str, Any]]],
+    found: list[tuple[str, str, float, float | None, str]],
+) -> None:
+    """Open the row ``key`` (its first opening counts), or close it with what opened it."""
+    if opens:
+        open_faults.setdefault(key, (at, detail))
+        return
+    opened = open_faults.pop(key, None)
     if opened is not None:
         first = opened[1]
         text = (
-            f"{first.get('fault')} ({first.get('source') or '?'}), then {action} "
-            f"({source}) after {at - opened[0]:.1f} s"
+            f"{first.get('fault')} ({first.get('source') or '?'}), then {detail.get('fault')} "
+            f"({detail.get('source') or '?'}) after {at - opened[0]:.1f} s"
         )
-        found.append(("node down", node, opened[0], at, text))
-    elif action == "restart":
-        took = float(detail.get("took_s") or 0.0)
-        found.append(("node down", node, at - took, at, f"restart ({source}) took {took:.1f} s"))
+        found.append((key[0], key[1], opened[0], at, text))
 
 
 def _describe(name: str, detail: Mapping[str, Any], message: str) -> str:

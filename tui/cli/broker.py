@@ -15,6 +15,10 @@ queues and their messages are still there.
 One node of a cluster is lost and brought back with ``kill NODE`` (SIGKILL, as a crash),
 ``stop NODE`` (a clean shutdown), ``start NODE`` and ``restart NODE``; NODE is its number
 (``2``), ``n2`` or its name. Each updates the state file (a restarted node has a new pid).
+
+``start --nodes 3 --namespaces`` runs each node in a network namespace of its own, on a
+bridge (``collectors/node_network.py``; needs root): ``partition NODE`` cuts that node off
+the others and the clients while it keeps running, and ``heal NODE`` puts it back.
 """
 
 from __future__ import annotations
@@ -72,6 +76,13 @@ def register(subparsers: Any) -> None:
         help="start a private cluster of N nodes (the seed's set-up is 3; default: 1 node)",
     )
     start.add_argument(
+        "--namespaces",
+        action="store_true",
+        help="with --nodes: run each node in a network namespace of its own (needs root), "
+        "so `flowdeck broker partition NODE` can cut it off; partition handling "
+        "pause_minority",
+    )
+    start.add_argument(
         "--foreground", action="store_true", help="keep the node until Ctrl-C, then stop it"
     )
     start.add_argument("--amqp-port", type=int, help="AMQP port (default: a free one)")
@@ -109,6 +120,19 @@ def register(subparsers: Any) -> None:
     )
     kill.add_argument("node", help="the node: its number (2), n2, or its name")
     kill.set_defaults(handler=_kill)
+    for word, said in (
+        (
+            "partition",
+            "cut one node of a cluster started with --namespaces off the others and the "
+            "clients (it keeps running)",
+        ),
+        ("heal", "put a node cut off by `partition` back on the cluster's network"),
+    ):
+        network_fault = actions.add_parser(
+            word, help=said, description=said[:1].upper() + said[1:] + "."
+        )
+        network_fault.add_argument("node", help="the node: its number (2), n2, or its name")
+        network_fault.set_defaults(handler=_network_fault, fault=word)
     restart = actions.add_parser(
         "restart",
         help="bring the node (a cluster's NODE, or all of them) back with its data (same "
@@ -205,7 +229,7 @@ def started_node_for(uri: str) -> Any | None:
     except BrokerUriError:
         return None
     port = parsed.port
-    if parsed.host not in ("127.0.0.1", "localhost", "::1") or port is None:
+    if port is None:
         return None
     try:
         found = _attached_state()
@@ -215,7 +239,11 @@ def started_node_for(uri: str) -> Any | None:
 
     nodes = found.nodes if isinstance(found, LocalCluster) else [found]
     for node in nodes:
-        if node is not None and node.amqp_port == port and node.running:
+        if node is None or node.amqp_port != port or not node.running:
+            continue
+        # a node of a cluster in namespaces answers on its own address, not loopback
+        loopback = ("127.0.0.1", "localhost", "::1")
+        if parsed.host == node.host or (node.host == "127.0.0.1" and parsed.host in loopback):
             return node
     return None
 
@@ -244,6 +272,10 @@ def _start(args: argparse.Namespace) -> int:
     if not 1 <= args.nodes <= 9:
         raise SpecError("nodes", f"--nodes must be 1..9, got {args.nodes}; 3 is the seed's set-up")
     ports = (args.amqp_port, args.management_port, args.prometheus_port)
+    if args.namespaces and args.nodes < 2:
+        raise SpecError(
+            "namespaces", "--namespaces is for a cluster: give --nodes 3 (or 2..9) with it"
+        )
     if args.nodes > 1 and any(port is not None for port in ports):
         raise SpecError(
             "nodes",
@@ -267,10 +299,17 @@ def _start(args: argparse.Namespace) -> int:
     started: LocalBroker | LocalCluster
     try:
         if args.nodes > 1:
-            started = LocalCluster(args.nodes, name="flowdeck", base_dir=base_dir)
+            started = LocalCluster(
+                args.nodes, name="flowdeck", base_dir=base_dir, isolated=args.namespaces
+            )
+            where = (
+                f", each in a network namespace on {started.network.gateway}/24"
+                if started.network is not None
+                else ""
+            )
             print(
                 f"starting a private RabbitMQ cluster of {args.nodes} nodes (all at once, "
-                "joining the first) ...",
+                f"joining the first{where}) ...",
                 flush=True,
             )
         else:
@@ -353,15 +392,24 @@ def _print_cluster(cluster: LocalCluster, owner: str = "") -> None:
         f"cluster     {cluster.name}: {len(cluster.nodes)} nodes, {up} up, "
         f"{len(cluster.nodes) - up} down{owner}"
     )
+    cut = set(cluster.cut_off()) if cluster.network is not None and cluster.running else set()
     for number, node in enumerate(cluster.nodes, 1):
-        state = "up  " if node.running else "DOWN"
+        state = ("CUT " if node.nodename in cut else "up  ") if node.running else "DOWN"
+        where = f"  namespace {node.netns}" if node.netns else ""
         print(
             f"  {number}  {state}  {node.nodename}  amqp {node.amqp_port}  management "
             f"{node.management_port}  prometheus {node.prometheus_port}  dist {node.dist_port}"
+            f"{where}"
         )
     first = next((node for node in cluster.nodes if node.running), cluster.nodes[0])
-    print(f"uri         {first.uri}  (node {_number_of(cluster, first)}; the others: their port)")
-    print(f"management  {first.management_url}  (guest/guest; any node's port)")
+    others = "their address" if cluster.network is not None else "their port"
+    print(f"uri         {first.uri}  (node {_number_of(cluster, first)}; the others: {others})")
+    print(f"management  {first.management_url}  (guest/guest; any node's {others[6:]})")
+    if cluster.network is not None:
+        print(
+            f"network     bridge {cluster.network.bridge} {cluster.network.gateway}/24; "
+            f"partition handling {cluster.partition_handling or 'ignore'}"
+        )
     print(f"data        {cluster.base_dir}")
 
 
@@ -491,6 +539,30 @@ def _kill(args: argparse.Namespace) -> int:
         f"(bring it back: flowdeck broker start {_number_of(cluster, node)})"
     )
     _print_cluster(cluster)
+    return 0
+
+
+def _network_fault(args: argparse.Namespace) -> int:
+    """``partition NODE`` / ``heal NODE``: cut a node of a cluster in namespaces off its
+    network, or put it back; the node keeps running either way."""
+    from flowdeck.collectors import LocalNodes, SourceError, save_state
+
+    cluster, node = _cluster_node(args.node)
+    nodes = LocalNodes(
+        cluster, detached=True, on_change=lambda: save_state(state_file(), cluster.to_state())
+    )
+    try:
+        done = nodes.apply(args.fault, args.node)
+    except SourceError as exc:
+        raise SpecError("node", str(exc)) from None
+    print(done.message)
+    if args.fault == "partition" and done.changed:
+        handling = cluster.partition_handling or "ignore"
+        print(
+            f"partition handling {handling}: the node pauses once it sees itself in the "
+            f"minority (within net_ticktime); bring it back: flowdeck broker heal "
+            f"{_number_of(cluster, node)}"
+        )
     return 0
 
 
