@@ -380,6 +380,7 @@ class WorkerPool:
             ended, self._idle = self._idle[size:], self._idle[:size]
         for child in ended:
             _end(child)
+            child.process.join(1.0)  # killed: reaped at once, no zombie left behind
         return len(ended)
 
     def take(self, runtime_path: str) -> _Child | None:

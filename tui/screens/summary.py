@@ -100,10 +100,10 @@ def hosts_renderable(hosts: Sequence[HostRow], started_at: float) -> RenderableT
     places = len({row.host for row in hosts})
     title = Text(
         f"per host: {len(hosts)} workers on {places} host{'s' if places != 1 else ''} "
-        "(msg/s over each worker's active time, CPU in % of one core)",
+        "(msg/s: each worker's mean over the run; CPU in % of one core)",
         style="bold",
     )
-    return Group(title, host_table(hosts, width=120, started_at=started_at))
+    return Group(title, host_table(hosts, width=120, started_at=started_at, expand=False))
 
 
 class SummaryScreen(Screen[None]):

@@ -43,14 +43,16 @@ def state_text(row: HostRow, started_at: float | None) -> Text:
     return Text(f"LOST{when}", style="bold red")
 
 
-def host_table(rows: Sequence[HostRow], *, width: int, started_at: float | None = None) -> Table:
-    """The rows as a table ``width`` cells wide (``started_at``: the run's start, for when
-    a worker was lost)."""
+def host_table(
+    rows: Sequence[HostRow], *, width: int, started_at: float | None = None, expand: bool = True
+) -> Table:
+    """The rows as a table for ``width`` cells (``started_at``: the run's start, for when
+    a worker was lost; ``expand``: fill the width, or take what the rows need)."""
     longest = min(max((len(row.host) for row in rows), default=4), 24)
     # The pid only where the host names still fit beside it (the other columns and their
     # gaps take about 50 cells, the pid 6).
     narrow, wide = width < NARROW or width - 56 < longest, width >= WIDE
-    table = Table(box=None, padding=(0, 1), pad_edge=False, expand=True, show_edge=False)
+    table = Table(box=None, padding=(0, 1), pad_edge=False, expand=expand, show_edge=False)
     table.add_column("w", justify="right", no_wrap=True)
     table.add_column("host", no_wrap=True, overflow="ellipsis", ratio=1, min_width=min(longest, 24))
     if not narrow:
@@ -69,8 +71,8 @@ def host_table(rows: Sequence[HostRow], *, width: int, started_at: float | None 
             cells.append(str(row.pid) if row.pid else "-")
         cells.append(f"{row.publishers}/{row.consumers}")
         if wide:
-            cells.append(human_count(row.published))
-            cells.append(human_count(row.consumed))
+            cells.append(f"{row.published:,}")
+            cells.append(f"{row.consumed:,}")
         dead = row.lost
         cells.append("-" if dead else human_count(round(row.publish_rate)))
         cells.append("-" if dead else human_count(round(row.consume_rate)))
