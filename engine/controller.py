@@ -69,7 +69,7 @@ from flowdeck.engine.snapshot import (
     WorkerReport,
     settings_of,
 )
-from flowdeck.engine.sources import BrokerSources
+from flowdeck.engine.sources_thread import SourcesThread
 from flowdeck.engine.spec import RunSpec, ScheduleStep
 from flowdeck.engine.tls import INSECURE_WARNING, tls_options
 
@@ -197,7 +197,9 @@ class Controller:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[Any]] = []
         self._finishing: asyncio.Task[RunSummary] | None = None
-        self._sources = BrokerSources(
+        # On a thread of its own: parsing a busy broker's management answers would otherwise
+        # hold this loop, and the cockpit's keys wait on it (engine/sources_thread.py).
+        self._sources = SourcesThread(
             spec,
             broker=broker,
             on_sample=self._on_broker_sample,
