@@ -350,10 +350,14 @@ class LiveScreen(Screen[None]):
         chart.basis = SendBasis.INTENDED if chart.basis is SendBasis.ACTUAL else SendBasis.ACTUAL
 
     def action_show_tab(self, tab: str) -> None:
-        if tab == "hosts" and not self.history.hosts.shown:
+        hosts = self.history.hosts
+        if tab == "hosts" and not hosts.shown:
             self.notify(
-                "this run's load comes from one worker on this host: the header and figures "
-                "are its figures (the hosts tab shows with several workers or Spark hosts)"
+                "no worker has reported yet: the hosts tab shows once they do"
+                if not hosts.known()
+                else "this run's load comes from one worker on this host: the header and "
+                "figures are its figures (the hosts tab shows with several workers or Spark "
+                "hosts)"
             )
             return
         self.query_one(TabbedContent).active = tab
