@@ -781,6 +781,12 @@ class LocalCluster:
     (``first_alone=True``) took 73-74 s where booting together took 40-50 s (+S 1:1, loaded
     2-core machine; benchmarks/cluster_start.py). Each node has its own guard, so the whole
     cluster dies with its owner, and a node restarted alone gets a guard again.
+
+    ``isolated=True`` runs every node in a network namespace of its own, on a bridge
+    (``collectors/node_network.py``): nodes named by address with long names
+    (``<cluster>-n1@10.231.X.2``), each with its own epmd, ``pause_minority`` unless
+    ``partition_handling`` says otherwise, and links ``partition()`` cuts and ``heal()``
+    restores. The default, on loopback, is unchanged by it.
     """
 
     def __init__(
@@ -865,15 +871,14 @@ class LocalCluster:
         stats_interval_ms: int,
         first: str,
     ) -> LocalBroker:
-        """Node ``number`` in its own namespace: RabbitMQ's usual ports on its own address
-        (nothing else listens there), long node names by address."""
+        """Node ``number`` in its own namespace, on its own address, with a long node name
+        by that address. Its ports are ones free on this machine's loopback too, although
+        no other program shares its address: whatever still assumes a private node is on
+        127.0.0.1 (a Prometheus target built from the port alone) then finds nothing,
+        rather than the machine's own broker on RabbitMQ's usual ports."""
         node = LocalBroker(
             name=name,
             base_dir=self.base_dir / f"n{number}",
-            amqp_port=5672,
-            management_port=15672,
-            prometheus_port=15692,
-            dist_port=25672,
             nodename=self._nodename(number),
             cookie=cookie,
             schedulers=self.schedulers,
