@@ -203,7 +203,7 @@ def two_workers_one_lost(
     ):
         time.sleep(1)
     broker = [queue_published(management_url, q) for q in queues]
-    assert broker[0] == rows[0].published
+    assert broker[0] == rows[0].published, (broker, rows)
     # What worker 1 published after its last snapshot never reached the controller.
     assert 0 <= broker[1] - rows[1].published <= RATE * 3, (broker, rows)
     deadline = time.monotonic() + 30
