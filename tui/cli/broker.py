@@ -402,7 +402,7 @@ def _print_cluster(cluster: LocalCluster, owner: str = "") -> None:
             f"{where}"
         )
     first = next((node for node in cluster.nodes if node.running), cluster.nodes[0])
-    others = "their address" if cluster.network is not None else "their port"
+    others = "their address and port" if cluster.network is not None else "their port"
     print(f"uri         {first.uri}  (node {_number_of(cluster, first)}; the others: {others})")
     print(f"management  {first.management_url}  (guest/guest; any node's {others[6:]})")
     if cluster.network is not None:
