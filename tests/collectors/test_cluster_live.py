@@ -211,9 +211,7 @@ async def test_consumers_sit_on_a_node_other_than_their_queues_leader(
             queues = node1.get("/api/queues/%2F", params={"columns": "name,node,leader"}).json()
             consumers = node1.get("/api/consumers/%2F").json()
         leaders = {
-            q["name"]: q.get("leader") or q["node"]
-            for q in queues
-            if q["name"] in spec.queue_names
+            q["name"]: q.get("leader") or q["node"] for q in queues if q["name"] in spec.queue_names
         }
         seated = [
             (c["queue"]["name"], c["channel_details"]["node"])
