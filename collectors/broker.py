@@ -147,7 +147,7 @@ class Broker:
         scrape: every running node's when flowdeck runs the broker (a server scraping node
         1 only would lose every figure with it), else the one endpoint given or guessed."""
         if self.local is not None:
-            running = [f"127.0.0.1:{n.prometheus_port}" for n in self.local.nodes if n.running]
+            running = [f"{n.host}:{n.prometheus_port}" for n in self.local.nodes if n.running]
             if running:
                 return tuple(running)
         return (self.prometheus_target,) if self.prometheus_target else ()
