@@ -124,13 +124,6 @@ def spark_placement_for(fields: SparkFields, workers: int) -> SparkPlacement | N
         raise SpecError(field, in_form_words(exc.message)) from None
 
 
-def spark_master_for(text: str, workers: int) -> str | None:
-    """The Spark master typed in the launch form, checked with the form's workers (None:
-    empty, local worker processes); SpecError in the form's words."""
-    placement = spark_placement_for(SparkFields(master=text), workers)
-    return placement.master if placement is not None else None
-
-
 def field_id(name: str) -> str:
     return f"field-{name}"
 
