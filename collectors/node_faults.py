@@ -76,6 +76,18 @@ class LocalNodes:
         return tuple(held.nodes) if isinstance(held, LocalCluster) else (held,)
 
     @property
+    def can_partition(self) -> bool:
+        """True when the nodes run in network namespaces of their own, so a node's link can
+        be cut (``partition``) and restored (``heal``)."""
+        held = self._held
+        return isinstance(held, LocalCluster) and held.isolated
+
+    def cut_off(self) -> frozenset[str]:
+        """The full names of the nodes whose link is cut now (none on loopback)."""
+        held = self._held
+        return frozenset(held.cut_off()) if isinstance(held, LocalCluster) else frozenset()
+
+    @property
     def name(self) -> str:
         """The cluster's name, or the single node's."""
         held = self._held

@@ -61,6 +61,9 @@ class ClusterRun(FakeControl):
 
     running: dict[str, bool] = field(default_factory=dict)
     faults: list[tuple[NodeFault, str]] = field(default_factory=list)
+    #: The nodes run in network namespaces (a partition can be asked), and which are cut.
+    partitionable: bool = False
+    cut: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         super().__init__()
@@ -69,7 +72,9 @@ class ClusterRun(FakeControl):
     @property
     def local_nodes(self) -> object:
         return SimpleNamespace(
-            nodes=[SimpleNamespace(nodename=n, running=up) for n, up in self.running.items()]
+            nodes=[SimpleNamespace(nodename=n, running=up) for n, up in self.running.items()],
+            can_partition=self.partitionable,
+            cut_off=lambda: self.cut,
         )
 
     def fault(self, fault: NodeFault, source: str = "operator") -> int:
@@ -148,6 +153,43 @@ async def test_the_node_key_asks_which_node_confirms_and_hands_on_the_fault() ->
         await pilot.press("k", "1", "n")  # no: nothing happens
         await pilot.pause()
         assert len(fake.faults) == 2 and not isinstance(app.screen, NodeFaultPrompt)
+
+
+async def test_on_a_namespace_cluster_the_node_key_also_cuts_a_node_off_and_heals_it() -> None:
+    fake = ClusterRun(partitionable=True)
+    fake.cut = frozenset({NAMES[0]})
+    app = FlowdeckApp(control=fake)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await started(pilot, fake)
+        await pilot.press("k")
+        await pilot.pause()
+        question = str(app.screen.query_one("#question").content)
+        assert "cut off the network (a partition)" in question
+        assert "1  n1  CUT OFF" in question and "2  n2  up" in question
+
+        await pilot.press("2")
+        await pilot.pause()
+        question = str(app.screen.query_one("#question").content)
+        assert question.startswith(f"n2 ({NAMES[1]}): k kills it with SIGKILL")
+        assert "p cuts it off the network" in question
+        await pilot.press("y")  # neither k nor p: nothing yet
+        await pilot.pause()
+        assert fake.faults == [] and isinstance(app.screen, NodeFaultPrompt)
+        await pilot.press("p")
+        await pilot.pause()
+        assert fake.faults == [(NodeFault("partition", "2"), "operator")]
+
+        await pilot.press("k", "3", "k")  # k on a running node: killed, as before
+        await pilot.pause()
+        assert fake.faults[-1] == (NodeFault("kill", "3"), "operator")
+
+        await pilot.press("k", "1")  # a cut node is healed, once confirmed
+        await pilot.pause()
+        assert str(app.screen.query_one("#question").content).startswith(f"Heal n1 ({NAMES[0]})")
+        await pilot.press("y")
+        await pilot.pause()
+        assert fake.faults[-1] == (NodeFault("heal", "1"), "operator")
+        assert not isinstance(app.screen, NodeFaultPrompt)
 
 
 async def test_the_node_key_says_why_not_on_a_broker_flowdeck_does_not_run() -> None:

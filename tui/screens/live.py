@@ -101,7 +101,10 @@ REPORT_KEY = KeyRow("g", "report_session", "report on this run's session (after 
 
 #: Breaks the broker rather than steering the load: listed with the run's keys.
 NODE_KEY = KeyRow(
-    "k", "node_fault", "kill a node of the private cluster, or start a dead one (asks)", "Run"
+    "k",
+    "node_fault",
+    "kill, cut off (namespace cluster) or start again a node of the private cluster (asks)",
+    "Run",
 )
 
 
@@ -420,7 +423,10 @@ class LiveScreen(Screen[None]):
                 return
             self.show_schedule_state()
 
-        self.app.push_screen(NodeFaultPrompt(nodes, names), answered)
+        prompt = NodeFaultPrompt(
+            nodes, names, partitionable=local.can_partition, cut=local.cut_off()
+        )
+        self.app.push_screen(prompt, answered)
 
     def action_leave(self) -> None:
         if self.finished:
