@@ -14,7 +14,10 @@ per second with ~50–70 non-empty HDR buckets each (200 samples a second per hi
 and a broker poll a second; a 3-phase in-flight sweep (200 s per phase). One session is
 generated and the others are copies under new names and ids (the job's work does not
 depend on the values). Each count is timed in a fresh SparkSession, so the time includes
-Spark's start-up as an operator would see it, and then once more on the warm session.
+Spark's start-up as an operator would see it, and then once more on the warm session. The
+first count also starts the JVM; later counts reuse it (a new SparkSession, the JVM's
+loaded classes and compiled code kept). Besides wall time it prints the Spark JVM's CPU
+seconds (Linux), the figure least moved by other work on a shared machine, and the load.
 """
 
 from __future__ import annotations
@@ -97,6 +100,30 @@ def time_checks(runs: int = 5) -> None:
             print(f"| {title} | {wall(words, expect):.2f} |", flush=True)
 
 
+def jvm_cpu_seconds() -> float | None:
+    """CPU seconds (user + system) the Spark JVM this process started has used, from
+    ``/proc`` (Linux); None elsewhere. Less noisy than wall time on a shared machine."""
+    import os
+
+    from pyspark import SparkContext
+
+    process = getattr(SparkContext._gateway, "proc", None)
+    try:
+        stat = Path(f"/proc/{process.pid}/stat").read_text() if process else ""
+    except OSError:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    if len(fields) < 13:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def load() -> str:
+    import os
+
+    return f"{os.getloadavg()[0]:.1f}"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--master", default="local[2]")
@@ -126,23 +153,35 @@ def main() -> int:
               f"{latency_rows:,} latency bucket rows, {size / 2**20:.1f} MiB on disk")  # fmt: skip
         print(f"master {args.master}")
         print("| sessions | cold (new SparkSession + job) s | of which Spark start s | "
-              "warm (job again) s | latency rows |")  # fmt: skip
-        print("|---:|---:|---:|---:|---:|")
+              "warm (job again) s | JVM CPU s cold / warm | load 1-min start → end "
+              "| latency rows |")  # fmt: skip
+        print("|---:|---:|---:|---:|---:|---:|---:|")
         for count in args.sessions:
             paths = make_sessions(root / f"set-{count}", count, template)
+            loaded = load()
             began = time.monotonic()
             spark = spark_session(args.master)
             started = time.monotonic() - began
+            cpu_began = jvm_cpu_seconds() or 0.0
             report = build_report(spark, [str(p) for p in paths], root / f"out-{count}")
             cold = time.monotonic() - began
+            cpu_cold = jvm_cpu_seconds()
             where = getattr(report, "stages", ())  # reports before issue 18 have none
             began = time.monotonic()
             build_report(spark, [str(p) for p in paths], root / f"out-{count}-again")
             warm = time.monotonic() - began
+            cpu_warm = jvm_cpu_seconds()
+            cpu = (
+                "–"
+                if cpu_cold is None or cpu_warm is None
+                # the first count starts the JVM: its start-up counts as cold
+                else f"{cpu_cold - (0.0 if count == args.sessions[0] else cpu_began):.1f} / "
+                f"{cpu_warm - cpu_cold:.1f}"
+            )
             spark.stop()
             SparkSession._instantiatedSession = None  # a truly fresh session next round
-            print(f"| {count} | {cold:.1f} | {started:.1f} | {warm:.1f} | "
-                  f"{count * latency_rows:,} |", flush=True)  # fmt: skip
+            print(f"| {count} | {cold:.1f} | {started:.1f} | {warm:.1f} | {cpu} | "
+                  f"{loaded} → {load()} | {count * latency_rows:,} |", flush=True)  # fmt: skip
             if where:
                 print("  cold job: " + ", ".join(f"{name} {s:.1f} s" for name, s in where))
     return 0

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import multiprocessing
+import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -28,6 +32,10 @@ from flowdeck.spark_reports.render import Chart, Section, render, session_intro
 from flowdeck.spark_reports.sessions import open_sessions
 from flowdeck.spark_reports.stats import Row
 from flowdeck.spark_reports.tables import Table
+
+#: From this many charts on they are drawn by a pool of processes, one per core: a chart
+#: is ~0.3 s of matplotlib, and a process pool's start ~1 s.
+PARALLEL_CHARTS_FROM = 6
 
 #: The stages ``build_report``'s ``progress`` hears of (Spark's start, before it, is the
 #: caller's: the job says it as stage 0).
@@ -57,19 +65,44 @@ def _group(rows: Sequence[Row]) -> dict[str, list[Row]]:
     return grouped
 
 
-def _comparison_charts(all_figures: Sequence[SessionFigures]) -> list[Chart]:
+#: A chart to draw: its title, the ``charts`` function's name and its arguments.
+ChartJob = tuple[str, str, tuple[Any, ...]]
+
+
+def _draw(job: ChartJob) -> bytes | None:
+    _, function, args = job
+    drawn: bytes | None = getattr(charts, function)(*args)
+    return drawn
+
+
+def draw_charts(jobs: Sequence[ChartJob]) -> list[Chart | None]:
+    """Draw the charts (PNG bytes), in parallel when there are many, in the order of
+    ``jobs``; None for a chart whose function draws nothing."""
+    workers = min(os.cpu_count() or 1, len(jobs))
+    if len(jobs) < PARALLEL_CHARTS_FROM or workers < 2:
+        drawn = [_draw(job) for job in jobs]
+    else:
+        # spawn: a fresh interpreter per worker, not a fork of this one (which runs the
+        # JVM gateway's threads).
+        context = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            drawn = list(pool.map(_draw, jobs))
+    return [None if png is None else Chart(title, png)
+            for (title, _, _), png in zip(jobs, drawn, strict=True)]  # fmt: skip
+
+
+def _comparison_charts(all_figures: Sequence[SessionFigures]) -> list[ChartJob]:
     """Per benchmark (runs putting the same load on the broker) and setting any of its
     runs sweeps: msg/s and p99 per step, one line per run, as the seeds draw them."""
     names = compare.run_names(all_figures)
-    result = []
+    result: list[ChartJob] = []
     for group in compare.benchmarks(all_figures):
         if len(group) < 2:
             continue
         runs = [(names[i], all_figures[i]) for i in group]
         for setting in SWEEP_SETTINGS:
             if any(sw.setting == setting for _, f in runs for sw in f.sweeps):
-                title = f"{setting} per run"
-                result.append(Chart(title, charts.comparison_chart(runs, setting)))
+                result.append((f"{setting} per run", "comparison_chart", (runs, setting)))
     return result
 
 
@@ -113,13 +146,13 @@ def build_report(
     seconds = _group(measured.seconds)
     second_latency = _group(measured.second_latency)
     polls = _group(measured.broker_polls)
-    sections: list[Section] = []
+    # Tables first, every chart to draw listed; the charts are drawn together, then each
+    # section takes its own.
+    parts: list[tuple[str, str, list[Table], list[ChartJob]]] = []
     tables: list[Table] = []
     if len(all_figures) > 1:
         compared = [compare.sessions_table(all_figures), compare.comparison_table(all_figures)]
-        sections.append(
-            Section("Runs compared", "", tuple(_comparison_charts(all_figures)), tuple(compared))
-        )
+        parts.append(("Runs compared", "", compared, _comparison_charts(all_figures)))
         tables += compared
     for figures in all_figures:
         key = figures.session.key
@@ -130,29 +163,26 @@ def build_report(
             session_tables.append(per_host)
         session_tables += [sweep_table(figures, sweep) for sweep in figures.sweeps]
         session_tables.append(faults_table(figures))
-        session_charts = [
-            Chart(
-                "throughput and latency over time",
-                charts.timeline_chart(figures, seconds.get(key, []),
-                                      second_latency.get(key, [])),
-            )
+        session_jobs: list[ChartJob] = [
+            ("throughput and latency over time", "timeline_chart",
+             (figures, seconds.get(key, []), second_latency.get(key, []))),
         ]  # fmt: skip
-        broker_png = charts.broker_chart(figures, polls.get(key, []))
-        if broker_png is not None:
-            session_charts.append(Chart("queue depth and memory", broker_png))
-        session_charts += [
-            Chart(f"{sweep.setting} sweep", charts.sweep_chart(figures, sweep))
-            for sweep in figures.sweeps
-        ]
-        sections.append(
-            Section(
-                f"Session {figures.session.title}",
-                session_intro(figures),
-                tuple(session_charts),
-                tuple(session_tables),
-            )
+        session_jobs.append(
+            ("queue depth and memory", "broker_chart", (figures, polls.get(key, [])))
         )
+        session_jobs += [
+            (f"{sweep.setting} sweep", "sweep_chart", (figures, sweep)) for sweep in figures.sweeps
+        ]
+        parts.append(
+            (f"Session {figures.session.title}", session_intro(figures), session_tables,
+             session_jobs)
+        )  # fmt: skip
         tables += session_tables
+    drawn = iter(draw_charts([job for *_, jobs in parts for job in jobs]))
+    sections = []
+    for heading, intro, part_tables, jobs in parts:
+        mine = [chart for _ in jobs if (chart := next(drawn)) is not None]
+        sections.append(Section(heading, intro, tuple(mine), tuple(part_tables)))
 
     stage("tables and charts")
     starting(5, f"writing {len(tables)} tables and report.html to {out_dir}")

@@ -85,57 +85,27 @@ BROKER_COLUMNS = (
 )  # fmt: skip
 
 
-@dataclass(frozen=True, slots=True)
-class Timeline:
-    """Each session's run start and phase bounds as SQL expressions, so rows find their
-    second and phase without a join (a non-equi join would test every row against every
-    phase of every session)."""
+def phase_at(session: Session, t_us: Column) -> Column:
+    """The index of the session's phase in force at ``t_us``: phases are ``[start, end)``,
+    the first open to the past and the last to the future. A SQL expression on the
+    session's own bounds, so rows find their phase without a join."""
+    expression: Column = F.lit(session.phases[-1].index)
+    for phase in reversed(session.phases[:-1]):
+        expression = F.when(t_us < F.lit(phase.end_us), phase.index).otherwise(expression)
+    return expression.cast("int")
 
-    sessions: tuple[Session, ...]
 
-    def run_start(self) -> Column:
-        """The run start (µs) of the row's session."""
-        starts = [item for s in self.sessions for item in (F.lit(s.key), F.lit(s.start_us))]
-        return F.element_at(F.create_map(*starts), F.col("session"))
-
-    def phase_at(self, t_us: Column) -> Column:
-        """The index of the phase in force at ``t_us`` in the row's session: phases are
-        ``[start, end)``, the first open to the past and the last to the future."""
-        expression: Column | None = None
-        for session in self.sessions:
-            in_session: Column = F.lit(session.phases[-1].index)
-            for phase in reversed(session.phases[:-1]):
-                in_session = F.when(t_us < F.lit(phase.end_us), phase.index).otherwise(in_session)
-            condition = F.col("session") == F.lit(session.key)
-            expression = (
-                F.when(condition, in_session)
-                if expression is None
-                else expression.when(condition, in_session)
-            )
-        assert expression is not None, "a report has at least one session"
-        return expression.cast("int")
-
-    def with_second_and_phase(self, frame: DataFrame) -> DataFrame:
-        """A worker's rows (``session``, ``ts``) with ``t_us``, ``run_start_us``, their run
-        ``sec`` (the one holding the middle of the row's interval) and the ``phase`` in
-        force at the middle of that second."""
-        rows = frame.withColumn("t_us", F.unix_micros("ts")).withColumn(
-            "run_start_us", self.run_start()
-        )
-        rows = rows.withColumn(
-            "sec",
-            F.floor(
-                (F.col("t_us") - F.col("run_start_us") - F.lit(HALF_SECOND_US)) / F.lit(1_000_000)
-            ).cast("long"),
-        )
-        middle = F.col("run_start_us") + F.col("sec") * F.lit(1_000_000) + F.lit(HALF_SECOND_US)
-        return rows.withColumn("phase", self.phase_at(middle))
-
-    def with_phase_at_time(self, frame: DataFrame) -> DataFrame:
-        """Rows with ``t_us`` (broker polls) and the phase in force at that time."""
-        return frame.withColumn("run_start_us", self.run_start()).withColumn(
-            "phase", self.phase_at(F.col("t_us"))
-        )
+def with_second_and_phase(session: Session, frame: DataFrame) -> DataFrame:
+    """A worker's rows (``ts``) of ``session`` with their run ``sec`` (the one holding the
+    middle of the row's interval) and the ``phase`` in force at the middle of that second.
+    The run start and phase bounds are the session's constants: each session's rows get
+    them before the sessions are put together."""
+    start = F.lit(session.start_us)
+    t_us = F.unix_micros("ts")
+    sec = F.floor((t_us - start - F.lit(HALF_SECOND_US)) / F.lit(1_000_000)).cast("long")
+    rows = frame.withColumn("sec", sec)
+    middle = start + F.col("sec") * F.lit(1_000_000) + F.lit(HALF_SECOND_US)
+    return rows.withColumn("phase", phase_at(session, middle))
 
 
 def second_percentiles(rows: DataFrame) -> DataFrame:
@@ -235,8 +205,7 @@ def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
     polls_by_session = stats.chosen_polls(fresh)
     # The bucket rows are the bulk of a session: Spark sums them per phase and bucket (a
     # few hundred rows per phase), and takes each second's chart percentiles in one pass.
-    timeline = Timeline(tuple(sessions))
-    located = timeline.with_second_and_phase(read_table(spark, sessions, LATENCY_DIR))
+    located = read_table(spark, sessions, LATENCY_DIR, with_second_and_phase)
     buckets = _collect(
         located.groupBy("session", "phase", "kind", "basis", "value_us").agg(
             F.sum("count").alias("count")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -196,10 +196,22 @@ def spark_schema(table: str) -> T.StructType:
     return T.StructType(fields)
 
 
-def read_table(spark: SparkSession, sessions: Sequence[Session], table: str) -> DataFrame:
-    """One of the format's tables for all sessions, with a ``session`` key column."""
+def read_table(
+    spark: SparkSession,
+    sessions: Sequence[Session],
+    table: str,
+    each: Callable[[Session, DataFrame], DataFrame] | None = None,
+) -> DataFrame:
+    """One of the format's tables for all sessions, with a ``session`` key column;
+    ``each`` adds a session's own columns to its rows before the sessions are put
+    together (constants of the session, not a lookup per row)."""
     schema = spark_schema(table)
     frames: list[DataFrame] = []
+
+    def add(session: Session, frame: DataFrame) -> DataFrame:
+        keyed = frame.withColumn("session", F.lit(session.key))
+        return keyed if each is None else each(session, keyed)
+
     for session in sessions:
         uri = f"{session.uri}/{table}"
         if session.parts is not None:
@@ -211,10 +223,9 @@ def read_table(spark: SparkSession, sessions: Sequence[Session], table: str) -> 
                 frame = spark.read.schema(schema).parquet(uri)
             except AnalysisException:
                 continue  # no such directory on a remote file system: the table is empty
-        frames.append(frame.withColumn("session", F.lit(session.key)))
+        frames.append(add(session, frame))
     if not frames:
-        empty = T.StructType([*schema.fields, T.StructField("session", T.StringType())])
-        return spark.createDataFrame([], empty)
+        return add(sessions[0], spark.createDataFrame([], schema))
     result = frames[0]
     for frame in frames[1:]:
         result = result.unionByName(frame)
