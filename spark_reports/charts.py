@@ -73,6 +73,8 @@ def _log_x_when_wide(axes: Axes, values: Sequence[int]) -> None:
     positive = [v for v in values if v > 0]
     if positive and max(positive) / min(positive) > 10:
         _plain_log_x(axes)
+        # room beside the first and last step: a marker there is not cut by the frame
+        axes.set_xlim(min(positive) / 1.6, max(positive) * 1.6)
 
 
 def _headroom(axes: Axes, highest: float, share: float = 0.15) -> None:
@@ -161,6 +163,9 @@ def timeline_chart(
             lat.plot([x for x, _ in points], [y for _, y in points], color=colour, ls=style,
                      lw=1.1, label=f"{key[0]} {key[2]} ({key[1]} send)")  # fmt: skip
     _plain_log_axis(lat)
+    if series:
+        low, high = lat.get_ylim()
+        lat.set_ylim(low / 1.3, high * 1.3)  # no line along the frame
     lat.set_ylabel("latency ms (log)")
     lat.set_xlabel("seconds since start")
     lat.grid(alpha=0.3, which="both")
@@ -274,7 +279,8 @@ def sweep_chart(figures: SessionFigures, sweep: Sweep) -> bytes:
     through.set_ylabel("msg/s consumed")
     lat.set_ylabel("e2e latency ms (log)")
     _plain_log_axis(lat)
-    lat.set_ylim(top=lat.get_ylim()[1] * 1.6)  # room for a point's label at the top
+    low, high = lat.get_ylim()
+    lat.set_ylim(low / 1.3, high * 1.6)  # room for a point's label at the top
     # below the plot: inside it would cover a point at low throughput
     through.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=8,
                    framealpha=0.9)  # fmt: skip
@@ -318,6 +324,8 @@ def comparison_chart(runs: Sequence[tuple[str, SessionFigures]], setting: str) -
     lat.set_ylabel("e2e p99 ms (log)")
     lat.set_title("p99 latency", fontsize=10)
     _plain_log_axis(lat)
+    low, high = lat.get_ylim()
+    lat.set_ylim(low / 1.3, high * 1.3)  # no point on the frame
     handles, labels = through.get_legend_handles_labels()
     figure.legend(handles, labels, loc="lower center", ncols=min(3, len(labels)), fontsize=8,
                   bbox_to_anchor=(0.5, -0.02 - 0.05 * ((len(labels) - 1) // 3)))  # fmt: skip

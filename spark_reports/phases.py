@@ -101,9 +101,11 @@ def boundaries_from_events(events: Iterable[Mapping[str, Any]]) -> list[Boundary
     for boundary in raw:
         if merged and _same_boundary(merged[-1], boundary):
             previous = merged[-1]
-            # Keep the earlier time; prefer the phase event's label.
+            # Keep the earlier time; prefer the phase event's label, and of two phase
+            # events the later one's: the earlier phase lasted no time (the engine's
+            # "phase 0: start" followed at once by the schedule's first change).
             label = previous.label
-            if boundary.from_phase_event and not previous.from_phase_event:
+            if boundary.from_phase_event:
                 label = boundary.label or previous.label
             merged[-1] = Boundary(
                 at_us=previous.at_us,
