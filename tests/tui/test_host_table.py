@@ -284,7 +284,13 @@ async def hosts_shown(pilot: Any, fake: FakeControl, *keys: str) -> None:
     await pilot.pause()
     for key in keys:
         await pilot.press(key)
-    await pilot.pause()
+    # A key can wait a timer tick behind the one before it (the app's typed-ahead keys):
+    # wait for the tab itself rather than a fixed number of pauses.
+    tabs = pilot.app.screen.query_one(TabbedContent)
+    for _ in range(200):
+        if tabs.active == "hosts":
+            break
+        await pilot.pause(0.02)
     await pilot.pause()
 
 
