@@ -146,6 +146,10 @@ def test_the_cockpit_takes_flowdeck_uri_as_run_and_the_demo_do(
 @pytest.mark.spark
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+# Its Spark tasks run on this process's SparkContext (local[2]): on the process of the
+# suite's one Spark session, never beside a second JVM of its own (tests/conftest.py). On
+# another test process its two tasks once never connected within 150 s.
+@pytest.mark.xdist_group("spark")
 async def test_a_spark_run_launched_from_the_cockpit_shows_both_workers_live(
     shared_uri: str, unique_name: str, tmp_path: Path
 ) -> None:
