@@ -126,15 +126,12 @@ async def test_report_job_from_the_sessions_screen_shows_its_per_phase_csv(
             await pilot.pause(0.05)
         assert isinstance(app.screen, ReportScreen), status_of(sessions)
         await pilot.pause()  # its table filled on mount
-        # Every stage the job announces was shown, in order (the last ones may pass
-        # between two looks).
+        # The stages the job announces are shown in order from Spark's start (a stage that
+        # lasts less than a look, 50 ms, may pass between two: the job's Spark stage now
+        # sometimes does).
         announced = [s for s in stages if s.startswith("[")]
-        assert announced[:3] == [
-            "[0/5] starting Spark",
-            "[1/5] reading 1 session(s)",
-            "[2/5] per-phase figures with Spark",
-        ]
-        assert announced == sorted(announced)
+        assert announced[:2] == ["[0/5] starting Spark", "[1/5] reading 1 session(s)"]
+        assert announced == sorted(announced) and len(set(announced)) == len(announced)
 
         out = app.screen.report.out_dir
         assert out.parent == tmp_path / "reports"
