@@ -262,9 +262,15 @@ class BrokerSources:
             self._say_failovers()
         if sample.stale_reason != self._stale.get(source, ""):
             if sample.stale_reason:
-                self._event(EventKind.SOURCE_STALE, f"{source}: {sample.stale_reason}")
+                self._event(
+                    EventKind.SOURCE_STALE,
+                    f"{source}: {sample.stale_reason}",
+                    detail={"source": source},
+                )
             else:
-                self._event(EventKind.SOURCE_RECOVERED, f"{source} answers again")
+                self._event(
+                    EventKind.SOURCE_RECOVERED, f"{source} answers again", detail={"source": source}
+                )
             self._stale[source] = sample.stale_reason
         if sample.stale:
             return

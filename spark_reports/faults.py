@@ -66,7 +66,9 @@ def _subject(kind: str, detail: Mapping[str, Any], message: str) -> str:
     if kind == "blocked":
         return str(detail.get("connection") or message)
     if kind == "source stale":
-        return message.split(":", 1)[0]
+        # Sessions recorded before the events named their source in the detail say it
+        # first: "management: <reason>" when stale, "management answers again" after.
+        return str(detail.get("source") or message.split(":", 1)[0].split(" ")[0])
     return message
 
 

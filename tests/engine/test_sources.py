@@ -150,6 +150,8 @@ async def test_samples_become_stale_recovered_and_alarm_edges_once_each() -> Non
     ]
     raised = taken.events[0]
     assert raised.detail == {"alarm": "memory", "source": "management"}
+    # The report pairs a stale source with its recovery by the source named in both.
+    assert [e.detail for e in taken.events[1:3]] == [{"source": "management"}] * 2
     # The sample comes first, then the event it causes.
     assert taken.updates.index(raised) == taken.updates.index(alarmed) + 1
     assert "secret" not in " ".join(e.message for e in taken.events)

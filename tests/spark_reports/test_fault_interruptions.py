@@ -86,3 +86,23 @@ def test_each_fault_row_carries_both_sides() -> None:
     ]
     # without the publishers' rates, their side is not said
     assert faults(events, RUN_START, deliveries)[0].publishers_interrupted_s is None
+
+
+def test_a_stale_source_closes_when_it_answers_again() -> None:
+    """The management API stale for 5 s, then answering: one row, closed at the recovery.
+    Sessions recorded before the events named their source in the detail pair too."""
+    steady = rates(100.0, range(0))
+    named = [
+        {"at": RUN_START + 4.0, "kind": "source_stale", "detail": {"source": "management"},
+         "message": "management: GET /api/overview timed out after 2 s"},
+        {"at": RUN_START + 6.0, "kind": "source_stale", "detail": {"source": "management"},
+         "message": "management: connection refused"},
+        {"at": RUN_START + 9.0, "kind": "source_recovered", "detail": {"source": "management"},
+         "message": "management answers again"},
+    ]  # fmt: skip
+    older = [{**event, "detail": {}} for event in named]
+    for events in (named, older):
+        (row,) = faults(events, RUN_START, steady)
+        assert (row.kind, row.subject, row.start_s, row.end_s) == (
+            "source stale", "management", 4.0, 9.0,
+        )  # fmt: skip
