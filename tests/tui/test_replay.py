@@ -161,6 +161,37 @@ async def test_replay_screen_plays_pauses_and_seeks(recorded: Path) -> None:
         assert " at " not in header, header
 
 
+async def test_replay_shows_the_per_host_and_per_setting_tabs(recorded: Path) -> None:
+    """The recording's two workers are two host rows at the replay's position, and the
+    per-setting table judges the phases replayed so far, as they were live."""
+    from textual.widgets import TabbedContent
+
+    from flowdeck.tui.widgets.host_table import HostPanel
+    from flowdeck.tui.widgets.setting_table import SettingTable, row_setting, varying_settings
+
+    replay = load_replay(open_session(recorded))
+    app = FlowdeckApp()
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = ReplayScreen(replay, autoplay=False)
+        await app.push_screen(screen)
+        await pilot.pause()
+        await pilot.press("end")
+        await pilot.press("h")
+        await pilot.pause()
+        assert screen.query_one(TabbedContent).active == "hosts"
+        rows = screen.query_one(HostPanel).rows
+        assert [row.worker for row in rows] == [0, 1]
+        assert all(row.publish_rate == 2 * RATE for row in rows), rows  # the last second
+        await pilot.press("t")
+        await pilot.pause()
+        assert screen.query_one(TabbedContent).active == "verdicts"
+        verdicts = screen.query_one(SettingTable).verdicts
+        assert verdicts is not None
+        varying = varying_settings(verdicts.rows)
+        names = [row_setting(row, varying) for row in verdicts.rows]
+        assert len(names) == 2 and "200" in names[1], names
+
+
 async def test_sessions_screen_lists_and_opens_a_replay(recorded: Path) -> None:
     from flowdeck.tui.screens.sessions import SessionsScreen
 

@@ -95,6 +95,22 @@ def rewrap_events(screen: Screen[None], history: RunHistory) -> None:
     screen.call_after_refresh(lambda: log.replace_all(history.events))
 
 
+def show_tab(screen: Screen[None], history: RunHistory, tab: str) -> None:
+    """Bring a tab of the dashboard's right column to the front; the hosts tab only once it
+    has rows to tell apart (else a toast says why)."""
+    hosts = history.hosts
+    if tab == "hosts" and not hosts.shown:
+        screen.notify(
+            "no worker has reported yet: the hosts tab shows once they do"
+            if not hosts.known()
+            else "this run's load comes from one worker on this host: the header and "
+            "figures are its figures (the hosts tab shows with several workers or Spark "
+            "hosts)"
+        )
+        return
+    screen.query_one(TabbedContent).active = tab
+
+
 #: Not steering, so not in the dashboard's key table: the help lists it after it.
 REPORT_KEY = KeyRow("g", "report_session", "report on this run's session (after the run)", "Run")
 
@@ -353,17 +369,7 @@ class LiveScreen(Screen[None]):
         chart.basis = SendBasis.INTENDED if chart.basis is SendBasis.ACTUAL else SendBasis.ACTUAL
 
     def action_show_tab(self, tab: str) -> None:
-        hosts = self.history.hosts
-        if tab == "hosts" and not hosts.shown:
-            self.notify(
-                "no worker has reported yet: the hosts tab shows once they do"
-                if not hosts.known()
-                else "this run's load comes from one worker on this host: the header and "
-                "figures are its figures (the hosts tab shows with several workers or Spark "
-                "hosts)"
-            )
-            return
-        self.query_one(TabbedContent).active = tab
+        show_tab(self, self.history, tab)
 
     def action_help(self) -> None:
         self.app.push_screen(HelpScreen(rows_for(self)))

@@ -9,13 +9,12 @@ from textual.binding import Binding, BindingType
 from textual.events import Resize
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import TabbedContent
 
 from flowdeck.engine import SendBasis
 from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.model import RunHistory
 from flowdeck.tui.replay import Replay, apply_frame
-from flowdeck.tui.screens.live import fit_layout, narrow_css, toggle_side
+from flowdeck.tui.screens.live import fit_layout, narrow_css, show_tab, toggle_side
 from flowdeck.tui.widgets.dashboard import Dashboard
 from flowdeck.tui.widgets.event_log import EventLog
 from flowdeck.tui.widgets.footer import FittingFooter
@@ -43,6 +42,8 @@ class ReplayScreen(Screen[None]):
         Binding("v", "toggle_view", "view", tooltip="charts / broker and events (narrow)"),
         Binding("e", "show_tab('events')", "events", show=False),
         Binding("q", "show_tab('queues')", "queues", show=False),
+        Binding("t", "show_tab('verdicts')", "per setting", show=False),
+        Binding("h", "show_tab('hosts')", "hosts", show=False),
     ]
     DEFAULT_CSS = narrow_css("ReplayScreen")
 
@@ -138,4 +139,4 @@ class ReplayScreen(Screen[None]):
         chart.basis = SendBasis.INTENDED if chart.basis is SendBasis.ACTUAL else SendBasis.ACTUAL
 
     def action_show_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        show_tab(self, self.history, tab)
