@@ -36,6 +36,7 @@ Usage::
 
     .venv/bin/python benchmarks/tui_lag.py [--scale 0.02] [--seconds 40] [--uri URI]
         [--skip-live] [--skip-synthetic] [--private [--bench3-rate 30] [--launches 3]]
+        [--blame MS]
 
 Results and their history are in ``benchmarks/README.md`` (section "Cockpit
 responsiveness"). Until 2026-11-22 09:20 the key was pressed from the loop itself once a
@@ -125,12 +126,99 @@ class Typist(threading.Thread):
         self.join()
 
 
+class Blame(threading.Thread):
+    """What holds the loop (``--blame MS``): a thread looks at the loop's thread every
+    5 ms; once the loop has been away more than ``threshold_ms`` it samples that thread's
+    stack, and counts each sample against the innermost flowdeck and Textual frames (the
+    caller's code, not the library's inner loops). Garbage collections are timed too.
+    A sample is the stack at one moment of a late stretch, so the counts say where the
+    late stretches spend their time, 5 ms a sample."""
+
+    def __init__(self, threshold_ms: float) -> None:
+        super().__init__(name="blame", daemon=True)
+        self.threshold = threshold_ms / 1000
+        self.loop_thread = threading.get_ident()
+        self.beat = time.monotonic()
+        self.samples: dict[str, int] = {}
+        self.collections: list[tuple[int, float]] = []
+        self._gc_began = 0.0
+        self._stopping = threading.Event()
+
+    async def heartbeat(self) -> None:
+        while not self._stopping.is_set():
+            self.beat = time.monotonic()
+            await asyncio.sleep(0.002)
+
+    def on_gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_began = time.perf_counter()
+        elif threading.get_ident() == self.loop_thread:
+            self.collections.append(
+                (info["generation"], (time.perf_counter() - self._gc_began) * 1000)
+            )
+
+    def run(self) -> None:
+        import traceback
+
+        while not self._stopping.wait(0.005):
+            if time.monotonic() - self.beat < self.threshold:
+                continue
+            frame = sys._current_frames().get(self.loop_thread)
+            if frame is None:
+                continue
+            stack = traceback.extract_stack(frame)
+            ours = [f for f in stack if "/flowdeck/" in f.filename or "/tui/" in f.filename
+                    or "/engine/" in f.filename or "/collectors/" in f.filename]  # fmt: skip
+            lib = [f for f in stack if "/textual/" in f.filename or "/rich/" in f.filename]
+            where = " < ".join(
+                f"{Path(f.filename).name}:{f.name}"
+                for f in ([*ours[-2:], *lib[-1:]] if ours else [*lib[-2:], stack[-1]])
+            )
+            self.samples[where] = self.samples.get(where, 0) + 1
+
+    def __enter__(self) -> Blame:
+        import gc
+
+        gc.callbacks.append(self.on_gc)
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import gc
+
+        self._stopping.set()
+        gc.callbacks.remove(self.on_gc)
+        self.join()
+
+    def report(self, top: int = 15) -> str:
+        lines = [f"late-loop samples (5 ms each, loop away > {self.threshold * 1000:g} ms):"]
+        for where, count in sorted(self.samples.items(), key=lambda kv: -kv[1])[:top]:
+            lines.append(f"  {count:5d}  {where}")
+        for generation in (0, 1, 2):
+            took = [ms for g, ms in self.collections if g == generation]
+            if took:
+                lines.append(
+                    f"  gc generation {generation}: {len(took)} collections, "
+                    f"p50 {percentile(took, 50):.1f} ms, max {max(took):.1f} ms, "
+                    f"{sum(took):.0f} ms in all"
+                )
+        return "\n".join(lines)
+
+
+#: Set by ``--blame MS``: what held the loop, reported after each pass.
+BLAME_MS: float | None = None
+
+
 async def measure(
     app: FlowdeckApp, seconds: float, feed: object = None, keys_before: str = ""
 ) -> dict[str, object]:
     lags: list[float] = []
     typist: Typist | None = None
+    blame = Blame(BLAME_MS) if BLAME_MS is not None else None
     async with app.run_test(size=(160, 48)) as pilot:
+        if blame is not None:
+            beating = asyncio.create_task(blame.heartbeat())
+            blame.__enter__()
         began = time.monotonic()
         while time.monotonic() - began < seconds:
             if feed is not None:
@@ -147,6 +235,10 @@ async def measure(
                 break
         if typist is not None:
             await asyncio.to_thread(typist.stop)
+        if blame is not None:
+            blame.__exit__()
+            await beating
+            print(blame.report(), flush=True)
         points = list(app.screen.history.throughput) if isinstance(app.screen, LiveScreen) else []
         ticks = len(points)
         # What the run carried: the median second of the latter half (past the ramp-up).
@@ -389,7 +481,13 @@ def main() -> int:
     parser.add_argument(
         "--worker-niceness", type=int, default=None, help="bench3: the pool's (default: the app's)"
     )
+    parser.add_argument(
+        "--blame", type=float, default=None, metavar="MS",
+        help="sample what holds the loop once it is MS late, and time garbage collections",
+    )  # fmt: skip
     args = parser.parse_args()
+    global BLAME_MS
+    BLAME_MS = args.blame
     if args.private:
         load, edges = private_passes(args)
         if load is not None:
