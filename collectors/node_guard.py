@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 #: How often the guard checks that its node still runs (seconds).
@@ -143,8 +144,66 @@ def guard(owner_fd: int, pgid: int, base_dir: str, remove: bool, parent: str | N
     return 0
 
 
+class GuardProcess:
+    """A guard process and the owner's write end of the pipe it watches.
+
+    ``stand_down()`` before stopping or handing over what it guards on purpose: the guard
+    reads the byte and leaves. Should the owner die instead, the kernel closes the write
+    end and the guard reads EOF.
+    """
+
+    def __init__(self, process: subprocess.Popen[bytes], owner_fd: int) -> None:
+        self._process: subprocess.Popen[bytes] | None = process
+        self._fd: int | None = owner_fd
+
+    @property
+    def pid(self) -> int | None:
+        return None if self._process is None else self._process.pid
+
+    def stand_down(self) -> None:
+        """Tell the guard its charge is stopped or handed over on purpose; wait for it."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            with contextlib.suppress(OSError):
+                os.write(fd, b"x")
+            os.close(fd)
+        guard, self._process = self._process, None
+        if guard is not None:
+            try:
+                guard.wait(5.0)
+            except subprocess.TimeoutExpired:
+                guard.kill()
+                guard.wait()
+
+
+def spawn_guard(script: Path | str, args: Sequence[str]) -> GuardProcess:
+    """Run ``script FD *args`` as a guard, in a session of its own, watching the owner.
+
+    ``FD`` is the read end of a new pipe, held by the guard alone; the owner keeps the write
+    end (in the returned ``GuardProcess``), so the owner's death, however it comes, is EOF
+    for the guard. This guard script and ``node_network.py``'s are started this way.
+    """
+    read_fd, write_fd = os.pipe()  # not inheritable: no other child holds the owner's end
+    try:
+        process = subprocess.Popen(
+            [sys.executable, str(script), str(read_fd), *args],
+            pass_fds=(read_fd,),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+            start_new_session=True,
+        )
+    except BaseException:
+        os.close(write_fd)
+        raise
+    finally:
+        os.close(read_fd)
+    return GuardProcess(process, write_fd)
+
+
 class OwnerGuard:
-    """The owner's side of a guard: the write end of the pipe, and the guard process.
+    """The owner's side of a server's guard (see the module docstring).
 
     ``OwnerGuard(pgid, base_dir, remove)`` starts the guard of the process group ``pgid``
     (the pid of a child started with ``start_new_session=True``); ``stand_down()`` before
@@ -160,46 +219,18 @@ class OwnerGuard:
         *,
         remove_parent: Path | str | None = None,
     ) -> None:
-        read_fd, write_fd = os.pipe()  # not inheritable: no other child holds the owner's end
-        argv = [sys.executable, str(Path(__file__)), str(read_fd), str(pgid), str(base_dir)]
-        argv.append("1" if remove else "0")
+        args = [str(pgid), str(base_dir), "1" if remove else "0"]
         if remove_parent is not None:
-            argv.append(str(remove_parent))
-        try:
-            self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
-                argv,
-                pass_fds=(read_fd,),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd="/",
-                start_new_session=True,
-            )
-        except BaseException:
-            os.close(write_fd)
-            raise
-        finally:
-            os.close(read_fd)
-        self._fd: int | None = write_fd
+            args.append(str(remove_parent))
+        self._guard = spawn_guard(Path(__file__), args)
 
     @property
     def pid(self) -> int | None:
-        return None if self._process is None else self._process.pid
+        return self._guard.pid
 
     def stand_down(self) -> None:
         """Tell the guard its server is stopped or handed over on purpose; wait for it."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.write(fd, b"x")
-            os.close(fd)
-        guard, self._process = self._process, None
-        if guard is not None:
-            try:
-                guard.wait(5.0)
-            except subprocess.TimeoutExpired:
-                guard.kill()
-                guard.wait()
+        self._guard.stand_down()
 
 
 def main(argv: list[str]) -> int:

@@ -17,11 +17,11 @@ which is a network partition as RabbitMQ sees one. ``heal(N)`` sets it up again.
 
 Creating namespaces needs root (CAP_NET_ADMIN); the commands are iproute2's ``ip``. The
 network goes when the cluster stops (``remove()``) or when its owner dies, however: as a
-node's guard does (``collectors/node_guard.py``), ``create()`` starts this file as a
-script beside the network, holding the read end of a pipe only the owner writes to; on
-EOF it waits for the nodes' own guards to take the nodes down, kills whatever still runs
-in the namespaces (the epmds) and removes the namespaces and the bridge. Only the
-standard library is imported, so the guard starts in milliseconds.
+node's guard is (``collectors/node_guard.py``), ``create()`` starts this file as a script
+beside the network with ``spawn_guard``, holding the read end of a pipe only the owner
+writes to; on EOF it waits for the nodes' own guards to take the nodes down, kills
+whatever still runs in the namespaces (the epmds) and removes the namespaces and the
+bridge. Only the standard library is imported, so the guard starts in milliseconds.
 """
 
 from __future__ import annotations
@@ -39,7 +39,10 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flowdeck.collectors.node_guard import GuardProcess
 
 #: The private range the bridges' subnets are taken from (``10.231.X.0/24``).
 SUBNET_PREFIX = "10.231"
@@ -87,7 +90,7 @@ class NodeNetwork:
         self.subnet = subnet
         #: Short id in the interface names (at most 15 characters each).
         self.token = token or secrets.token_hex(3)
-        self._guard: _NetworkGuard | None = None
+        self._guard: GuardProcess | None = None
 
     @classmethod
     def plan(cls, cluster: str, size: int) -> NodeNetwork:
@@ -135,6 +138,10 @@ class NodeNetwork:
         What was made is removed again when a step fails (NetworkError, naming it)."""
         if self.exists:
             return self
+        # Imported here: run as the guard script, this file imports only the standard
+        # library (flowdeck.collectors would cost the guard a second and 30 MB).
+        from flowdeck.collectors.node_guard import spawn_guard
+
         try:
             _ip("link", "add", self.bridge, "type", "bridge")
             _ip("addr", "add", f"{self.gateway}/24", "dev", self.bridge)
@@ -154,7 +161,7 @@ class NodeNetwork:
                 _ip(*inside, "addr", "add", f"{self.address(number)}/24", "dev", far)
                 _ip(*inside, "link", "set", far, "up")
                 _ip(*inside, "link", "set", "lo", "up")
-            self._guard = _NetworkGuard(self.to_state())
+            self._guard = spawn_guard(Path(__file__), [json.dumps(self.to_state())])
         except BaseException:
             self.remove()
             raise
@@ -243,44 +250,6 @@ def remove_network(state: Mapping[str, Any], *, wait_for_nodes: float = 0.0) -> 
         # the namespace goes with its last process; the veth pair with the namespace
         _ip("netns", "del", namespace, check=False)
     _ip("link", "del", network.bridge, check=False)
-
-
-class _NetworkGuard:
-    """The owner's side of the network's guard (see the module docstring)."""
-
-    def __init__(self, state: Mapping[str, Any]) -> None:
-        read_fd, write_fd = os.pipe()
-        argv = [sys.executable, str(Path(__file__)), str(read_fd), json.dumps(dict(state))]
-        try:
-            self._process: subprocess.Popen[bytes] | None = subprocess.Popen(
-                argv,
-                pass_fds=(read_fd,),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                cwd="/",
-                start_new_session=True,
-            )
-        except BaseException:
-            os.close(write_fd)
-            raise
-        finally:
-            os.close(read_fd)
-        self._fd: int | None = write_fd
-
-    def stand_down(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            with contextlib.suppress(OSError):
-                os.write(fd, b"x")
-            os.close(fd)
-        guard, self._process = self._process, None
-        if guard is not None:
-            try:
-                guard.wait(5.0)
-            except subprocess.TimeoutExpired:
-                guard.kill()
-                guard.wait()
 
 
 def guard(owner_fd: int, state: Mapping[str, Any]) -> int:
