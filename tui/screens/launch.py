@@ -21,6 +21,8 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
+from flowdeck.collectors import BrokerUriError, parse_broker_uri, redact
+from flowdeck.collectors.broker_uri import MASK, URI_SEPARATOR, split_uris
 from flowdeck.engine import (
     DEFAULT_PRESET,
     FIELDS,
@@ -38,6 +40,7 @@ from flowdeck.tui.spec_text import field_text, field_value
 from flowdeck.tui.widgets.footer import FittingFooter
 
 if TYPE_CHECKING:
+    from flowdeck.collectors.broker_uri import BrokerUri
     from flowdeck.engine import SparkPlacement
 
 #: Presets reproduce full-size benchmarks; the cockpit starts them scaled to a small machine.
@@ -122,6 +125,60 @@ def spark_placement_for(fields: SparkFields, workers: int) -> SparkPlacement | N
     except SpecError as exc:
         field = exc.field if exc.field in (SPARK_LISTEN, SPARK_CERT) else SPARK_MASTER
         raise SpecError(field, in_form_words(exc.message)) from None
+
+
+@dataclass(frozen=True, slots=True)
+class MaskedUri:
+    """The uri field's text as shown, every node's password masked (the cockpit is shown
+    on projectors), and the URI it stands for as given: what the broker check and the run
+    connect with."""
+
+    shown: str = ""
+    given: str = ""
+
+
+def masked(uri: str) -> MaskedUri:
+    """``uri`` (one node URI or a cluster's, comma-separated) with its passwords put aside."""
+    return MaskedUri(redact(uri), uri)
+
+
+def unmasked(text: str, kept: MaskedUri) -> str:
+    """The URI the field's ``text`` stands for: the one kept while the text is still its
+    masked form; else node by node, a node that still carries the mask gets the kept
+    password of the same node (the same masked form, else the same place in the list),
+    and any other node (a password typed, none at all, or one that does not parse) is
+    taken as typed."""
+    text = text.strip()
+    if text == kept.shown:
+        return kept.given
+    kept_nodes = split_uris(kept.given)
+    kept_shown = [redact(node) for node in kept_nodes]
+    nodes: list[str] = []
+    for index, node in enumerate(split_uris(text)):
+        try:
+            parsed = parse_broker_uri(node)
+        except BrokerUriError:
+            nodes.append(node)
+            continue
+        if parsed.password != MASK:
+            nodes.append(node)
+        elif node in kept_shown:
+            nodes.append(kept_nodes[kept_shown.index(node)])
+        elif index < len(kept_nodes):
+            nodes.append(_with_password_of(parsed, kept_nodes[index]) or node)
+        else:
+            nodes.append(node)
+    uri: str = URI_SEPARATOR.join(nodes)
+    return uri
+
+
+def _with_password_of(parsed: BrokerUri, kept_node: str) -> str | None:
+    """``parsed`` with the password of ``kept_node``; None when that one has none."""
+    try:
+        password = parse_broker_uri(kept_node).password
+    except BrokerUriError:
+        return None
+    return None if password is None else str(parsed.with_password(password))
 
 
 def field_id(name: str) -> str:
@@ -238,6 +295,8 @@ class LaunchScreen(Screen[None]):
         #: last validated with the form's workers, and the Spark fields it was checked with.
         self.spark_master: str | None = None
         self.spark_fields = SparkFields()
+        #: What the uri field shows and the URI with the passwords it stands for.
+        self._uri = masked(self.initial.uri)
         self._filling = False
         # Every keystroke validates the whole form: DOM queries per field would make that
         # (and the burst of Changed events at mount) cost tens of ms on the event loop.
@@ -333,7 +392,8 @@ class LaunchScreen(Screen[None]):
                     id=field_id(name),
                 )
             else:
-                yield Input(field_text(name, value), compact=True, id=field_id(name))
+                text = self._uri.shown if name == "uri" else field_text(name, value)
+                yield Input(text, compact=True, id=field_id(name))
         yield Static("", markup=False, classes="field-error -empty", id=f"error-{name}")
         unit = f" ({info.unit})" if info.unit else ""
         yield Static(f"{info.help}{unit}", classes="field-help", markup=False)
@@ -444,7 +504,7 @@ class LaunchScreen(Screen[None]):
         # A preset says what load to run, never which broker: the broker in the form (from
         # --uri, or typed) stays, where loading the preset used to empty it and send the next
         # launch to a private node.
-        kept = {name: cast(Input, self.field_widget(name)).value.strip() for name in BROKER_FIELDS}
+        kept = {name: self.broker_typed(name) for name in BROKER_FIELDS}
         spec = replace(spec, **{name: value for name, value in kept.items() if value})
         self.fill(spec)
         self.notify(f"preset {spec.name} loaded (scale {self.scale():g})", timeout=3)
@@ -480,6 +540,9 @@ class LaunchScreen(Screen[None]):
                 value = values[name]
                 if isinstance(widget, Checkbox | Select):
                     widget.value = value
+                elif name == "uri" and isinstance(widget, Input):
+                    self._uri = masked(value)
+                    widget.value = self._uri.shown
                 elif isinstance(widget, Input):
                     widget.value = field_text(name, value)
         finally:
@@ -495,9 +558,28 @@ class LaunchScreen(Screen[None]):
             widget = self.field_widget(name)
             if isinstance(widget, Checkbox | Select):
                 values[name] = widget.value
+            elif name == "uri" and isinstance(widget, Input):
+                values[name] = field_value(name, unmasked(widget.value, self._uri))
             elif isinstance(widget, Input):
                 values[name] = field_value(name, widget.value)
         return values
+
+    def broker_typed(self, name: str) -> str:
+        """A broker field's text, the uri with its passwords (for what connects)."""
+        text = cast(Input, self.field_widget(name)).value
+        return unmasked(text, self._uri) if name == "uri" else text.strip()
+
+    def hide_uri_password(self) -> None:
+        """Mask a password the operator typed in the uri field, keeping it aside."""
+        field = cast(Input, self.field_widget("uri"))
+        kept = masked(unmasked(field.value, self._uri))
+        self._uri = kept
+        if field.value != kept.shown:
+            field.value = kept.shown
+
+    @on(Input.Blurred, "#field-uri")
+    def uri_left(self) -> None:
+        self.hide_uri_password()
 
     def field_widget(self, name: str) -> Widget:
         """The form's input for spec field ``name``."""
@@ -586,9 +668,7 @@ class LaunchScreen(Screen[None]):
 
     def action_check_broker(self) -> None:
         spec = self.validate()
-        values = {
-            name: cast(Input, self.field_widget(name)).value.strip() for name in BROKER_FIELDS
-        }
+        values = {name: self.broker_typed(name) for name in BROKER_FIELDS}
         if spec is None and any(self._error_text(n) for n in BROKER_FIELDS):
             return
         self.query_one("#checks", Static).update("checking the broker…")
@@ -613,6 +693,7 @@ class LaunchScreen(Screen[None]):
         self.query_one("#checks", Static).update(text)
 
     def action_launch(self) -> None:
+        self.hide_uri_password()  # a launch that fails leaves the form on screen
         spec = self.validate()
         if spec is None:
             self.notify("fix the field marked ✗ first", severity="error")
