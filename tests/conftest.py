@@ -7,6 +7,7 @@ tests that break a broker start a private node. One Spark session serves the who
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import Iterator
 from urllib.parse import quote
@@ -138,8 +139,15 @@ def private_broker() -> Iterator[PrivateNodes]:
 
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
-    """One local SparkSession for the whole test run: 2 cores, few partitions, no UI."""
+    """One local SparkSession for the whole test run: 2 cores, few partitions, no UI.
+
+    Its Python tasks run this interpreter, the one flowdeck is installed in: PySpark takes
+    PYSPARK_PYTHON when the context starts, else ``python3`` from PATH, which outside an
+    activated venv (scripts/test, CI) has no flowdeck. A cockpit Spark run in this process
+    reuses this context, and its tasks then failed at once to import flowdeck."""
     pyspark_sql = pytest.importorskip("pyspark.sql")
+    python_before = os.environ.get("PYSPARK_PYTHON")
+    os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
         pyspark_sql.SparkSession.builder.master("local[2]")
         .appName("flowdeck tests")
@@ -153,3 +161,7 @@ def spark():  # type: ignore[no-untyped-def]
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+    if python_before is None:
+        os.environ.pop("PYSPARK_PYTHON", None)
+    else:
+        os.environ["PYSPARK_PYTHON"] = python_before

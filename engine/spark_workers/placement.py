@@ -322,7 +322,7 @@ class SparkPlacement:
     def _task_failed(self, worker: int, reason: str) -> None:
         host = self._hosts[worker]
         if not host.connected:
-            host.fail(f"its Spark task failed: {reason}")
+            host.fail(f"its Spark task failed: {reason}{self._interpreter_hint(reason)}")
         elif not self._closing:
             self._on_message(
                 WorkerEvent(
@@ -335,6 +335,18 @@ class SparkPlacement:
                     ),
                 )
             )
+
+    def _interpreter_hint(self, reason: str) -> str:
+        """What to do when a task's Python has no flowdeck: a SparkContext this process
+        already ran (and the placement reused) took its tasks' interpreter from
+        PYSPARK_PYTHON when it started, else ``python3`` on PATH, maybe not this flowdeck's."""
+        if "No module named 'flowdeck'" not in reason or self._owns_context:
+            return ""
+        python = getattr(self._context, "pythonExec", "python3")
+        return (
+            f" (this process's SparkContext runs its tasks with {python}: start it with "
+            f"PYSPARK_PYTHON={sys.executable})"
+        )
 
     def _give_up_waiting(self) -> None:
         for worker, host in self._hosts.items():
