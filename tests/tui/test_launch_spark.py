@@ -95,6 +95,8 @@ async def test_loading_a_preset_keeps_the_broker_in_the_form(shared_uri: str) ->
     to a private node)."""
     from textual.widgets import OptionList
 
+    from flowdeck.collectors.broker_uri import redact
+
     app = FlowdeckApp(spec=spec(shared_uri, "keep-broker"))
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.screen
@@ -113,10 +115,11 @@ async def test_loading_a_preset_keeps_the_broker_in_the_form(shared_uri: str) ->
         }
         assert form == {
             "name": "bench2-sweep",
-            "uri": shared_uri,
+            "uri": redact(shared_uri),  # shown with its password masked
             "management_url": "",
             "prometheus_url": "http://127.0.0.1:9090",
         }
+        assert screen.values()["uri"] == shared_uri  # and launched with it
 
 
 def test_the_cockpit_takes_flowdeck_uri_as_run_and_the_demo_do(
