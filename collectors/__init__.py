@@ -4,7 +4,15 @@ Never imports the engine or Textual.
 """
 
 from flowdeck.collectors.broker import Broker
-from flowdeck.collectors.broker_uri import BrokerUriError, parse_broker_uri, redact
+from flowdeck.collectors.broker_uri import (
+    MASK,
+    URI_SEPARATOR,
+    BrokerUri,
+    BrokerUriError,
+    parse_broker_uri,
+    redact,
+    split_uris,
+)
 from flowdeck.collectors.errors import SourceError
 from flowdeck.collectors.local_broker import (
     LocalBroker,
@@ -31,9 +39,12 @@ from flowdeck.collectors.watch import BrokerSource, BrokerWatch
 
 __all__ = [
     "FAULT_ACTIONS",
+    "MASK",
+    "URI_SEPARATOR",
     "Broker",
     "BrokerSample",
     "BrokerSource",
+    "BrokerUri",
     "BrokerUriError",
     "BrokerWatch",
     "FaultAction",
@@ -62,4 +73,5 @@ __all__ = [
     "redact",
     "registered_nodes",
     "save_state",
+    "split_uris",
 ]

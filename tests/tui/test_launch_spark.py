@@ -95,7 +95,7 @@ async def test_loading_a_preset_keeps_the_broker_in_the_form(shared_uri: str) ->
     to a private node)."""
     from textual.widgets import OptionList
 
-    from flowdeck.collectors.broker_uri import redact
+    from flowdeck.collectors import redact
 
     app = FlowdeckApp(spec=spec(shared_uri, "keep-broker"))
     async with app.run_test(size=(160, 48)) as pilot:

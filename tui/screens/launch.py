@@ -21,8 +21,14 @@ from textual.widget import Widget
 from textual.widgets import Checkbox, Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
-from flowdeck.collectors import BrokerUriError, parse_broker_uri, redact
-from flowdeck.collectors.broker_uri import MASK, URI_SEPARATOR, split_uris
+from flowdeck.collectors import (
+    MASK,
+    URI_SEPARATOR,
+    BrokerUriError,
+    parse_broker_uri,
+    redact,
+    split_uris,
+)
 from flowdeck.engine import (
     DEFAULT_PRESET,
     FIELDS,
@@ -40,7 +46,7 @@ from flowdeck.tui.spec_text import field_text, field_value
 from flowdeck.tui.widgets.footer import FittingFooter
 
 if TYPE_CHECKING:
-    from flowdeck.collectors.broker_uri import BrokerUri
+    from flowdeck.collectors import BrokerUri
     from flowdeck.engine import SparkPlacement
 
 #: Presets reproduce full-size benchmarks; the cockpit starts them scaled to a small machine.
