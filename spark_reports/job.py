@@ -79,6 +79,10 @@ def spark_session(master: str | None, app_name: str = "flowdeck report"):  # typ
         # warning Spark prints when it picks an address itself); the UI is off: a report
         # run has nobody watching it, and it would listen on every interface.
         os.environ.setdefault("SPARK_LOCAL_IP", LOOPBACK)
+        # Python tasks run this interpreter (which has flowdeck), not whatever python3 is
+        # first on PATH: a cockpit run that places its load workers on this process's
+        # context later runs flowdeck in them.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = (
             builder.config("spark.driver.host", LOOPBACK)
             .config("spark.driver.bindAddress", LOOPBACK)
