@@ -23,7 +23,13 @@ from typing import TYPE_CHECKING
 
 from hdrh.histogram import HdrHistogram
 
-from flowdeck.engine.latency import LATENCY_KEYS, LatencyKey, decode, new_histogram
+from flowdeck.engine.latency import (
+    LATENCY_KEYS,
+    LatencyKey,
+    decode,
+    new_histogram,
+    values_at_percentiles,
+)
 from flowdeck.engine.progress import PendingChange, Percentiles, Tick
 from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
 
@@ -77,7 +83,7 @@ def percentiles(histogram: HdrHistogram) -> Percentiles | None:
     count = int(histogram.get_total_count())
     if count == 0:
         return None
-    values = histogram.get_percentile_to_value_dict([50.0, 75.0, 95.0, 99.0])
+    values = values_at_percentiles(histogram, (50.0, 75.0, 95.0, 99.0))
     return Percentiles(
         count=count,
         p50=values[50.0] / 1000.0,

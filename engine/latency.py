@@ -51,6 +51,27 @@ def new_histogram() -> HdrHistogram:
     return HdrHistogram(LOWEST_US, HIGHEST_US, SIGNIFICANT_DIGITS)
 
 
+def values_at_percentiles(
+    histogram: HdrHistogram, percentiles: Iterable[float]
+) -> dict[float, int]:
+    """HdrHistogram's ``get_percentile_to_value_dict``, the same values, from one cumulative
+    sum of the counts in numpy: the library walks its 23,552 buckets in Python, some
+    milliseconds a histogram, and the cockpit's loop takes several histograms a second."""
+    counts = np.ctypeslib.as_array(histogram.counts)[: histogram.counts_len]
+    cumulative = np.cumsum(counts)
+    values: dict[float, int] = {}
+    for percentile in percentiles:
+        target = histogram.get_target_count_at_percentile(percentile)
+        index = int(np.searchsorted(cumulative, target, side="left"))
+        value = histogram.get_value_from_index(min(index, histogram.counts_len - 1))
+        values[percentile] = int(
+            histogram.get_highest_equivalent_value(value)
+            if percentile
+            else histogram.get_lowest_equivalent_value(value)
+        )
+    return values
+
+
 def record(histogram: HdrHistogram, latency_us: int) -> None:
     """Record one latency, clamped into the histogram's range."""
     histogram.record_value(min(max(latency_us, LOWEST_US), HIGHEST_US))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flowdeck.engine.accounting import (
     count,
@@ -12,7 +14,14 @@ from flowdeck.engine.accounting import (
     union,
 )
 from flowdeck.engine.aggregate import SnapshotAggregator, rates_between
-from flowdeck.engine.latency import LatencyKind, SendBasis, encode, new_histogram, record
+from flowdeck.engine.latency import (
+    LatencyKind,
+    SendBasis,
+    encode,
+    new_histogram,
+    record,
+    values_at_percentiles,
+)
 from flowdeck.engine.snapshot import (
     ClientSnapshot,
     Counters,
@@ -142,3 +151,21 @@ def test_a_message_consumed_in_two_workers_is_a_duplicate() -> None:
     assert cross_worker_duplicates([w0, w1]) == 2
     safety = data_safety([w0, w1])
     assert safety.duplicates == 3 and safety.lost == 0
+
+
+@given(
+    latencies=st.lists(st.integers(1, 3_600_000_000), min_size=1, max_size=300),
+    percentile=st.floats(0.0, 100.0),
+)
+def test_percentiles_from_the_cumulative_counts_are_the_librarys(
+    latencies: list[int], percentile: float
+) -> None:
+    """The cockpit's percentiles (numpy over the counts) are HdrHistogram's own, value for
+    value, over latencies from 1 µs to the histogram's hour, p0 and p100 included."""
+    histogram = new_histogram()
+    for latency in latencies:
+        record(histogram, latency)
+    wanted = [0.0, 50.0, 75.0, 95.0, 99.0, 100.0, percentile]
+    assert values_at_percentiles(histogram, wanted) == histogram.get_percentile_to_value_dict(
+        wanted
+    )
