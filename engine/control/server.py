@@ -263,7 +263,7 @@ class ControlServer(NullSink):
 
     def on_tick(self, tick: Tick) -> None:
         self._ticks.append(tick)
-        self._fan_out(_sse("tick", tick_to_json(tick)))
+        self._fan_out(lambda: _sse("tick", tick_to_json(tick)))
 
     def on_event(self, event: RunEvent) -> None:
         if event.kind is EventKind.PHASE:
@@ -278,23 +278,29 @@ class ControlServer(NullSink):
             for waiter in self._waiters.pop(event.change_id, []):
                 if not waiter.done():
                     waiter.set_result(event)
-        self._fan_out(_sse("event", event.to_json()))
+        self._fan_out(lambda: _sse("event", event.to_json()))
 
     def on_broker_sample(self, sample: BrokerSample) -> None:
         self._broker = sample
-        self._fan_out(_sse("broker", broker_sample_to_json(sample)))
+        self._fan_out(lambda: _sse("broker", broker_sample_to_json(sample)))
 
     def on_finish(self, summary: RunSummary) -> None:
         self._summary = summary
-        self._fan_out(_sse("summary", summary.to_json()))
+        self._fan_out(lambda: _sse("summary", summary.to_json()))
         for queue in list(self._subscribers):
             self._offer(queue, None)
         if self._autostarted:
             self._spawn(self.close(), "close")
 
-    def _fan_out(self, message: bytes) -> None:
+    def _fan_out(self, message: Callable[[], bytes]) -> None:
+        """Hand one update to every stream client, written out only when there is one: a
+        broker sample of hundreds of queues each second is no work for a run nobody
+        follows (the cockpit's loop runs this sink too)."""
+        if not self._subscribers:
+            return
+        text = message()
         for queue in list(self._subscribers):
-            self._offer(queue, message)
+            self._offer(queue, text)
 
     def _offer(self, queue: asyncio.Queue[bytes | None], message: bytes | None) -> None:
         """Queue one update for a stream client; one that fell too far behind is ended
