@@ -149,9 +149,10 @@ def ticks_advance(api: httpx.Client) -> bool:
     return False
 
 
-def consumer_prefetch(queue: str) -> list[int]:
-    with httpx.Client(base_url=SHARED_MANAGEMENT_URL, auth=("guest", "guest"), timeout=10) as m:
-        consumers = m.get("/api/consumers").json()
+def consumer_prefetch(management_url: str, queue: str) -> list[int]:
+    """The prefetch of each consumer on ``queue``, as the broker's management API says."""
+    with httpx.Client(base_url=management_url, auth=("guest", "guest"), timeout=10) as api:
+        consumers = api.get("/api/consumers").json()
     return [c["prefetch_count"] for c in consumers if c["queue"]["name"] == queue]
 
 
@@ -237,7 +238,7 @@ def test_inflight_and_prefetch_changes_come_into_force(run: SteeredRun) -> None:
     deadline = time.monotonic() + 30
     seen: list[int] = []
     while time.monotonic() < deadline:
-        seen = consumer_prefetch(run.queue)
+        seen = consumer_prefetch(SHARED_MANAGEMENT_URL, run.queue)
         if seen == [37]:
             break
         time.sleep(0.5)
