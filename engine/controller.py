@@ -326,10 +326,14 @@ class Controller:
         if tls_options(self._uri).insecure:
             self._event(EventKind.INFO, f"warning: {INSECURE_WARNING}", at=self.started_at)
         where = self.broker.address
+        workers = (
+            self._placement.describe(self._workers)
+            if self._placement is not None
+            else f"{self._workers or 'no'} worker process{'es' if self._workers != 1 else ''}"
+        )
         self._event(
             EventKind.RUN_STARTED,
-            f"run {self.spec.name!r} started against {where} with "
-            f"{self._workers or 'no'} worker process{'es' if self._workers != 1 else ''}",
+            f"run {self.spec.name!r} started against {where} with {workers}",
             at=self.started_at,
             detail={"spec": self.spec.redacted(), "workers": self._workers},
         )

@@ -155,6 +155,9 @@ class Placement(Protocol):
         self, workers: int, runtime: str, on_message: OnMessage
     ) -> Sequence[StartingHost]: ...
     async def close(self) -> None: ...
+    def describe(self, workers: int) -> str:
+        """The run's workers as its start event names them: ``2 Spark tasks on local[2]``."""
+        ...
 
 
 def with_process_cpu(message: object) -> object:

@@ -165,6 +165,9 @@ class SparkPlacement:
 
     # -- the Placement face -----------------------------------------------------------------
 
+    def describe(self, workers: int) -> str:
+        return f"{workers} Spark task{'s' if workers != 1 else ''} on {self.master}"
+
     async def launch(
         self, workers: int, runtime: str, on_message: OnMessage
     ) -> Sequence[StartingHost]:
