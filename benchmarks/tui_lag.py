@@ -100,11 +100,16 @@ class Typist(threading.Thread):
         self.responses: list[float] = []
         self.unanswered = 0
         self._handled = threading.Event()
+        self._handled_at = 0.0
         self._stopping = threading.Event()
         toggle = screen.action_toggle_basis
 
         def timed_toggle() -> None:
-            self._handled.set()  # the key's action runs now
+            # The key's action runs now: the time is taken here, on the loop, not when the
+            # typist's thread next gets the interpreter (up to a switch interval later,
+            # while the action's redraw holds it).
+            self._handled_at = time.monotonic()
+            self._handled.set()
             toggle()
 
         screen.action_toggle_basis = timed_toggle  # type: ignore[method-assign]
@@ -117,7 +122,7 @@ class Typist(threading.Thread):
             pressed = time.monotonic()
             driver.process_message(events.Key("l", "l"))
             if self._handled.wait(5.0):
-                self.responses.append((time.monotonic() - pressed) * 1000)
+                self.responses.append((self._handled_at - pressed) * 1000)
             else:
                 self.unanswered += 1
 
@@ -170,10 +175,9 @@ class Blame(threading.Thread):
             ours = [f for f in stack if "/flowdeck/" in f.filename or "/tui/" in f.filename
                     or "/engine/" in f.filename or "/collectors/" in f.filename]  # fmt: skip
             lib = [f for f in stack if "/textual/" in f.filename or "/rich/" in f.filename]
-            where = " < ".join(
-                f"{Path(f.filename).name}:{f.name}"
-                for f in ([*ours[-2:], *lib[-1:]] if ours else [*lib[-2:], stack[-1]])
-            )
+            # The outermost flowdeck frame says which handler runs, the innermost what in it.
+            frames = [*ours[:1], *ours[-1:], *lib[-1:]] if ours else [*lib[-2:], stack[-1]]
+            where = " > ".join(f"{Path(f.filename).name}:{f.name}" for f in frames)
             self.samples[where] = self.samples.get(where, 0) + 1
 
     def __enter__(self) -> Blame:
