@@ -305,10 +305,14 @@ async def test_a_quorum_run_loses_nothing_through_a_partition_and_the_cluster_he
             f"itself {'running' if up else 'paused' if up is False else '?'}, "
             f"partitions {partitions}"
         )
-    # the majority sees node 3 go down within net_ticktime, and records no partition
+    # the majority sees node 3 go down within net_ticktime, and records no partition: no
+    # look later than 20 s after the cut still lists it running (on a busy machine node 1's
+    # API can stay silent for several seconds, so the first look that lists it down may come
+    # later than that; what it says before matters)
     down = [v for v in during if v[1] is False]
     assert down, views
-    assert down[0][0] - cut_s <= 20.0, views
+    still_up = [v for v in during if v[1] is True and v[0] < down[0][0]]
+    assert not still_up or still_up[-1][0] - cut_s <= 20.0, views
     assert all(v[2] == [] for v in views if v[1] is not None), views
     # node 3, alone, paused itself (pause_minority) while the link was cut
     assert any(v[3] is False for v in during), views
