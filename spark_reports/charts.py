@@ -21,6 +21,7 @@ from flowdeck.spark_reports.figures import (
     PhaseFigures,
     SessionFigures,
     Sweep,
+    load_phases,
 )
 from flowdeck.spark_reports.stats import Row
 from flowdeck.spark_reports.verdict import Verdict
@@ -291,26 +292,61 @@ def sweep_chart(figures: SessionFigures, sweep: Sweep) -> bytes:
     return _png(figure)
 
 
-def comparison_chart(runs: Sequence[tuple[str, SessionFigures]], setting: str) -> bytes:
+#: For the settings where a value of 0 is no limit at all (the engine's ``zero_is_unlimited``
+#: rows, which the report cannot import: it reads sessions only), how a run at 0 is named.
+NO_LIMIT = {"inflight": "no in-flight limit", "prefetch": "no prefetch limit"}
+
+
+def _limited_and_not(
+    figures: SessionFigures, setting: str
+) -> tuple[dict[int, list[PhaseFigures]], list[PhaseFigures], str]:
+    """The run's load phases at each limit of ``setting``, the phases that ran with no limit,
+    and what to call those. Without publisher confirms nothing is in flight to limit, so
+    every phase of such a run is unlimited whatever in-flight number its spec carried."""
+    if setting == "inflight" and figures.session.manifest.spec.get("confirms") is False:
+        return {}, load_phases(figures), "no confirms"
+    grouped = by_value(figures, setting)
+    unlimited = grouped.pop(0, []) if setting in NO_LIMIT else []
+    return grouped, unlimited, NO_LIMIT.get(setting, "")
+
+
+def comparison_figure(runs: Sequence[tuple[str, SessionFigures]], setting: str) -> Figure:
     """The runs of one benchmark side by side, as the seeds draw them: msg/s (left) and e2e
     p99 (right) per step of ``setting``, one line per run through each value's steady
-    phase; a run that did not sweep is one point at the value it ran at."""
+    phase; a run that did not sweep is one point at the value it ran at. A run with no
+    limit (no confirms, or a step of 0 where 0 is unlimited) has no step on the axis: it is
+    a dashed line in its colour across the whole chart at its msg/s and p99, the level the
+    limited steps are measured against."""
     figure, (through, lat) = plt.subplots(1, 2, figsize=(12, 4.2))
     markers = "osD^v<>P*"
     every_value: list[int] = []
     highest = 0.0
     for index, (name, figures) in enumerate(runs):
-        grouped = by_value(figures, setting)
+        grouped, unlimited, no_limit = _limited_and_not(figures, setting)
+        colour = f"C{index}"
         values = sorted(grouped)
         every_value += values
         main = [representative(grouped[v], figures.fan_out) for v in values]
-        style = {"marker": markers[index % len(markers)], "color": f"C{index}"}
-        rates = [_throughput_of(p) for p in main]
-        highest = max([highest, *rates])
-        through.plot(values, rates, label=name, **style)
-        p99 = [p.latency_ms(SWEEP_LATENCY, "p99") for p in main]
-        lat.plot(values, [float("nan") if v is None else v for v in p99], label=name,
-                 **style)  # fmt: skip
+        if values:
+            style = {"marker": markers[index % len(markers)], "color": colour}
+            rates = [_throughput_of(p) for p in main]
+            highest = max([highest, *rates])
+            through.plot(values, rates, label=name, **style)
+            p99 = [p.latency_ms(SWEEP_LATENCY, "p99") for p in main]
+            lat.plot(values, [float("nan") if v is None else v for v in p99], label=name,
+                     **style)  # fmt: skip
+        if unlimited:
+            reference = representative(unlimited, figures.fan_out)
+            main.append(reference)  # its target counts for the headroom as the steps' do
+            # above the steps' lines: a run without a limit often sits on the best of them
+            line = {"color": colour, "ls": "--", "lw": 1.4, "zorder": 2.5,
+                    "label": f"{no_limit}: {name}"}  # fmt: skip
+            rate = _throughput_of(reference)
+            highest = max(highest, rate)
+            through.axhline(rate, **line)
+            reference_p99 = reference.latency_ms(SWEEP_LATENCY, "p99")
+            if reference_p99 is not None:
+                lat.axhline(reference_p99, **line)
         targets = [float(t) for p in main if (t := p.client.get("target_rate"))]
         highest = max([highest, *(t * figures.fan_out for t in targets)])
     name = SETTING_TITLES[setting]
@@ -331,4 +367,9 @@ def comparison_chart(runs: Sequence[tuple[str, SessionFigures]], setting: str) -
                   bbox_to_anchor=(0.5, -0.02 - 0.05 * ((len(labels) - 1) // 3)))  # fmt: skip
     figure.suptitle(f"{name}: the runs side by side", y=1.02)
     figure.tight_layout(rect=(0, 0.08 + 0.05 * ((len(labels) - 1) // 3), 1, 1))
-    return _png(figure)
+    return figure
+
+
+def comparison_chart(runs: Sequence[tuple[str, SessionFigures]], setting: str) -> bytes:
+    """:func:`comparison_figure` as PNG bytes."""
+    return _png(comparison_figure(runs, setting))
