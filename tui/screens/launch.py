@@ -215,7 +215,7 @@ class LaunchScreen(Screen[None]):
 
     DEFAULT_CSS = """
     LaunchScreen #presets {
-        width: 30;
+        width: 31;  /* the longest preset name (27) beside the list's scrollbar */
         border: round $primary;
         border-title-align: left;
     }
@@ -318,7 +318,14 @@ class LaunchScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         with Horizontal():
             with Vertical(id="presets"):
-                yield OptionList(*(Option(name, id=name) for name in PRESETS), id="preset-list")
+                # One line a preset: a name too long for a narrow list ends in "…".
+                yield OptionList(
+                    *(
+                        Option(Text(name, no_wrap=True, overflow="ellipsis"), id=name)
+                        for name in PRESETS
+                    ),
+                    id="preset-list",
+                )
                 yield Static("", id="preset-info")
             with VerticalScroll(id="form"):
                 yield from self._file_rows()
