@@ -14,14 +14,13 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
-from flowdeck.spark_reports.compare import by_value, representative
+from flowdeck.spark_reports.compare import limited_and_not, representative
 from flowdeck.spark_reports.figures import (
     SETTING_TITLES,
     SWEEP_LATENCY,
     PhaseFigures,
     SessionFigures,
     Sweep,
-    load_phases,
 )
 from flowdeck.spark_reports.stats import Row
 from flowdeck.spark_reports.verdict import Verdict
@@ -292,24 +291,6 @@ def sweep_chart(figures: SessionFigures, sweep: Sweep) -> bytes:
     return _png(figure)
 
 
-#: For the settings where a value of 0 is no limit at all (the engine's ``zero_is_unlimited``
-#: rows, which the report cannot import: it reads sessions only), how a run at 0 is named.
-NO_LIMIT = {"inflight": "no in-flight limit", "prefetch": "no prefetch limit"}
-
-
-def _limited_and_not(
-    figures: SessionFigures, setting: str
-) -> tuple[dict[int, list[PhaseFigures]], list[PhaseFigures], str]:
-    """The run's load phases at each limit of ``setting``, the phases that ran with no limit,
-    and what to call those. Without publisher confirms nothing is in flight to limit, so
-    every phase of such a run is unlimited whatever in-flight number its spec carried."""
-    if setting == "inflight" and figures.session.manifest.spec.get("confirms") is False:
-        return {}, load_phases(figures), "no confirms"
-    grouped = by_value(figures, setting)
-    unlimited = grouped.pop(0, []) if setting in NO_LIMIT else []
-    return grouped, unlimited, NO_LIMIT.get(setting, "")
-
-
 def comparison_figure(runs: Sequence[tuple[str, SessionFigures]], setting: str) -> Figure:
     """The runs of one benchmark side by side, as the seeds draw them: msg/s (left) and e2e
     p99 (right) per step of ``setting``, one line per run through each value's steady
@@ -322,7 +303,7 @@ def comparison_figure(runs: Sequence[tuple[str, SessionFigures]], setting: str) 
     every_value: list[int] = []
     highest = 0.0
     for index, (name, figures) in enumerate(runs):
-        grouped, unlimited, no_limit = _limited_and_not(figures, setting)
+        grouped, unlimited, no_limit = limited_and_not(figures, setting)
         colour = f"C{index}"
         values = sorted(grouped)
         every_value += values

@@ -137,6 +137,24 @@ def by_value(figures: SessionFigures, setting: str) -> dict[int, list[PhaseFigur
     return grouped
 
 
+#: For the settings where a value of 0 is no limit at all (the engine's ``zero_is_unlimited``
+#: rows, which the report cannot import: it reads sessions only), how a run at 0 is named.
+NO_LIMIT = {"inflight": "no in-flight limit", "prefetch": "no prefetch limit"}
+
+
+def limited_and_not(
+    figures: SessionFigures, setting: str
+) -> tuple[dict[int, list[PhaseFigures]], list[PhaseFigures], str]:
+    """The run's load phases at each limit of ``setting``, the phases that ran with no limit,
+    and what to call those. Without publisher confirms nothing is in flight to limit, so
+    every phase of such a run is unlimited whatever in-flight number its spec carried."""
+    if setting == "inflight" and figures.session.manifest.spec.get("confirms") is False:
+        return {}, load_phases(figures), "no confirms"
+    grouped = by_value(figures, setting)
+    unlimited = grouped.pop(0, []) if setting in NO_LIMIT else []
+    return grouped, unlimited, NO_LIMIT.get(setting, "")
+
+
 def compared_setting(all_figures: Sequence[SessionFigures]) -> str | None:
     """The setting to line the sessions up by: the first any of them sweeps."""
     for setting in SWEEP_SETTINGS:
@@ -172,9 +190,18 @@ def comparison_table(all_figures: Sequence[SessionFigures]) -> Table:
 
     setting = compared_setting(all_figures)
     if setting is not None:
-        grouped = [by_value(f, setting) for f in all_figures]
+        # A run with no limit (no confirms, or 0 where 0 is none) is the row named so, as
+        # the chart draws it, not the row of a number it carried.
+        split = [limited_and_not(f, setting) for f in all_figures]
+        grouped = [limited for limited, _, _ in split]
         values = sorted({v for mapping in grouped for v in mapping})
         rows = []
+        named = sorted({label for _, unlimited, label in split if unlimited})
+        if named:
+            row0: list[Cell] = [" / ".join(named)]
+            for _, unlimited, _ in split:
+                row0 += cells(representative(unlimited) if unlimited else None)
+            rows.append(tuple(row0))
         for value in values:
             row: list[Cell] = [value]
             for mapping in grouped:
@@ -191,7 +218,8 @@ def comparison_table(all_figures: Sequence[SessionFigures]) -> Table:
             "consume rate (messages / the consumers' active time in the phase); latency "
             "end-to-end from the actual send. A value several phases "
             "ran at shows its steady phase (not catching up on a backlog, not overloaded), "
-            "as the recommendation does; a run that did not sweep shows its one value.",
+            "as the recommendation does; a run that did not sweep shows its one value, "
+            "and a run with no limit (no confirms) the row named so.",
         )
     keys: list[str] = []
     placed: list[dict[str, PhaseFigures]] = []

@@ -179,3 +179,27 @@ def test_a_step_without_an_in_flight_limit_is_a_level_beside_the_run_s_steps() -
 
 def test_the_chart_is_a_png() -> None:
     assert comparison_chart([SWEEP, NO_CONFIRMS], "inflight").startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_the_comparison_table_has_the_row_the_chart_draws() -> None:
+    """A run without confirms that carried an in-flight number (`--preset bench2
+    --no-confirms` keeps the preset's 400) is the table's "no confirms" row, as the chart's
+    dashed level, not a figure in the sweep's row 400."""
+    from dataclasses import replace
+
+    from flowdeck.spark_reports.compare import comparison_table
+    from flowdeck.spark_reports.figures import Sweep
+    from flowdeck.spark_reports.verdict import Recommendation
+
+    sweep = SWEEP[1]
+    recommended = Recommendation(20, ())
+    swept = replace(sweep, sweeps=(Sweep("sweep", "inflight", sweep.phases, recommended),))
+    carried = _run("no-confirms", False, [(400, 1990.0, 3.0)])
+    table = comparison_table([swept, carried])
+    rows = {row[0]: row for row in table.rows}
+    assert list(rows) == ["no confirms", 20, 40, 100, 400]
+    msgs = [i for i, column in enumerate(table.columns) if column.startswith("msg/s · ")]
+    sweep_at, no_confirms_at = msgs
+    assert rows["no confirms"][sweep_at] is None
+    assert rows["no confirms"][no_confirms_at] == 1990.0
+    assert rows[400][sweep_at] == RATE and rows[400][no_confirms_at] is None
