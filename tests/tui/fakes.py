@@ -358,3 +358,20 @@ def make_summary(reason: str, session_dir: str) -> RunSummary:
 
 def now_sample(**kwargs: object) -> BrokerSample:
     return make_sample(time.time(), **kwargs)  # type: ignore[arg-type]
+
+
+def launch_spec(uri: str, queue_prefix: str, name: str = "tui-launch") -> RunSpec:
+    """A run small enough to launch from the form in a test: one queue, one publisher at
+    10 msg/s and one consumer for 5 s, in one worker process."""
+    return RunSpec(
+        name=name,
+        uri=uri,
+        queues=1,
+        queue_pattern=f"{queue_prefix}-%d",
+        durable=False,
+        publishers=1,
+        rate=10.0,
+        consumers=1,
+        duration=5,
+        workers=1,
+    )

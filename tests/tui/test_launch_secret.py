@@ -16,25 +16,15 @@ from flowdeck.engine.spec import RunSpec
 from flowdeck.tui.app import FlowdeckApp
 from flowdeck.tui.screens import launch
 from flowdeck.tui.screens.launch import LaunchScreen, MaskedUri, field_id, masked, unmasked
+from tests.tui.fakes import launch_spec
 
 SECRET = "s3cret"
 SECRET_URI = f"amqp://guest:{SECRET}@127.0.0.1:5672/%2F"
 SHOWN_URI = "amqp://guest:***@127.0.0.1:5672/%2F"
 
 
-def spec(uri: str, name: str) -> RunSpec:
-    return RunSpec(
-        name="tui-secret",
-        uri=uri,
-        queues=1,
-        queue_pattern=f"{name}-%d",
-        durable=False,
-        publishers=1,
-        rate=10.0,
-        consumers=1,
-        duration=5,
-        workers=1,
-    )
+def spec(uri: str, queue_prefix: str) -> RunSpec:
+    return launch_spec(uri, queue_prefix, "tui-secret")
 
 
 def on_screen(app: FlowdeckApp) -> str:

@@ -15,21 +15,11 @@ from flowdeck.engine.spark_workers import SparkPlacement
 from flowdeck.engine.spec import RunSpec
 from flowdeck.tui.app import FlowdeckApp
 from flowdeck.tui.screens.launch import LaunchScreen, field_id
+from tests.tui.fakes import launch_spec
 
 
-def spec(uri: str, name: str) -> RunSpec:
-    return RunSpec(
-        name="tui-spark",
-        uri=uri,
-        queues=1,
-        queue_pattern=f"{name}-%d",
-        durable=False,
-        publishers=1,
-        rate=10.0,
-        consumers=1,
-        duration=5,
-        workers=1,
-    )
+def spec(uri: str, queue_prefix: str) -> RunSpec:
+    return launch_spec(uri, queue_prefix, "tui-spark")
 
 
 async def type_into(pilot: Any, widget_id: str, text: str) -> None:
