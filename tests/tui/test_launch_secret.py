@@ -6,6 +6,7 @@ prepared, not run, as in test_launch_spark."""
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +202,36 @@ def test_a_masked_node_edited_keeps_its_place_in_the_list_password() -> None:
     assert unmasked(added, kept) == (
         "amqp://guest:a@h1:5672/%2F,amqp://guest:b@h2:5672/%2F,amqp://guest:***@h3:5672/%2F"
     )
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.usefixtures("no_password_from_environment")
+async def test_the_management_and_prometheus_urls_hide_their_passwords_too(
+    shared_uri: str, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A management or Prometheus URL with credentials in it (a proxy's, say) is shown
+    masked like the uri, and the run gets it whole; one typed is masked once left."""
+    prepared: list[Any] = []
+    monkeypatch.setattr(LaunchScreen, "open_live", lambda self, control: prepared.append(control))
+    management = "http://admin:mgmt-s3cret@127.0.0.1:15672"
+    prometheus = "http://reader:prom-s3cret@127.0.0.1:9090"
+    given = replace(spec(shared_uri, unique_name), management_url=management)
+    app = FlowdeckApp(spec=given, sessions_root=tmp_path)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = app.screen
+        assert isinstance(screen, LaunchScreen)
+        shown = screen.query_one(f"#{field_id('management_url')}", Input)
+        assert shown.value == "http://admin:***@127.0.0.1:15672"
+        typed = screen.query_one(f"#{field_id('prometheus_url')}", Input)
+        typed.focus()
+        typed.value = prometheus
+        await pilot.pause()
+        shown.focus()  # the Prometheus field is left
+        await pilot.pause()
+        assert typed.value == "http://reader:***@127.0.0.1:9090"
+        assert "s3cret" not in on_screen(app)
+        values = screen.values()
+        assert (values["management_url"], values["prometheus_url"]) == (management, prometheus)
+        control = await prepared_run(pilot, prepared)
+        assert "s3cret" not in on_screen(app)
+    assert (control.spec.management_url, control.spec.prometheus_url) == (management, prometheus)

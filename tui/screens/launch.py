@@ -301,8 +301,10 @@ class LaunchScreen(Screen[None]):
         #: last validated with the form's workers, and the Spark fields it was checked with.
         self.spark_master: str | None = None
         self.spark_fields = SparkFields()
-        #: What the uri field shows and the URI with the passwords it stands for.
-        self._uri = masked(self.initial.uri)
+        #: What each broker field (uri, management and Prometheus URLs) shows, and the
+        #: text with the passwords it stands for.
+        initial = self.initial.to_mapping()
+        self._broker_text = {name: masked(str(initial[name] or "")) for name in BROKER_FIELDS}
         self._filling = False
         # Every keystroke validates the whole form: DOM queries per field would make that
         # (and the burst of Changed events at mount) cost tens of ms on the event loop.
@@ -405,7 +407,11 @@ class LaunchScreen(Screen[None]):
                     id=field_id(name),
                 )
             else:
-                text = self._uri.shown if name == "uri" else field_text(name, value)
+                text = (
+                    self._broker_text[name].shown
+                    if name in BROKER_FIELDS
+                    else field_text(name, value)
+                )
                 yield Input(text, compact=True, id=field_id(name))
         yield Static("", markup=False, classes="field-error -empty", id=f"error-{name}")
         unit = f" ({info.unit})" if info.unit else ""
@@ -553,9 +559,9 @@ class LaunchScreen(Screen[None]):
                 value = values[name]
                 if isinstance(widget, Checkbox | Select):
                     widget.value = value
-                elif name == "uri" and isinstance(widget, Input):
-                    self._uri = masked(value)
-                    widget.value = self._uri.shown
+                elif name in BROKER_FIELDS and isinstance(widget, Input):
+                    self._broker_text[name] = masked(str(value or ""))
+                    widget.value = self._broker_text[name].shown
                 elif isinstance(widget, Input):
                     widget.value = field_text(name, value)
         finally:
@@ -571,28 +577,29 @@ class LaunchScreen(Screen[None]):
             widget = self.field_widget(name)
             if isinstance(widget, Checkbox | Select):
                 values[name] = widget.value
-            elif name == "uri" and isinstance(widget, Input):
-                values[name] = field_value(name, unmasked(widget.value, self._uri))
+            elif name in BROKER_FIELDS and isinstance(widget, Input):
+                values[name] = field_value(name, unmasked(widget.value, self._broker_text[name]))
             elif isinstance(widget, Input):
                 values[name] = field_value(name, widget.value)
         return values
 
     def broker_typed(self, name: str) -> str:
-        """A broker field's text, the uri with its passwords (for what connects)."""
+        """A broker field's text with its passwords (for what connects)."""
         text = cast(Input, self.field_widget(name)).value
-        return unmasked(text, self._uri) if name == "uri" else text.strip()
+        return unmasked(text, self._broker_text[name])
 
-    def hide_uri_password(self) -> None:
-        """Mask a password the operator typed in the uri field, keeping it aside."""
-        field = cast(Input, self.field_widget("uri"))
-        kept = masked(unmasked(field.value, self._uri))
-        self._uri = kept
-        if field.value != kept.shown:
-            field.value = kept.shown
+    def hide_passwords(self) -> None:
+        """Mask a password the operator typed in a broker field, keeping it aside."""
+        for name in BROKER_FIELDS:
+            field = cast(Input, self.field_widget(name))
+            kept = masked(unmasked(field.value, self._broker_text[name]))
+            self._broker_text[name] = kept
+            if field.value != kept.shown:
+                field.value = kept.shown
 
-    @on(Input.Blurred, "#field-uri")
-    def uri_left(self) -> None:
-        self.hide_uri_password()
+    @on(Input.Blurred, "#field-uri, #field-management_url, #field-prometheus_url")
+    def broker_field_left(self) -> None:
+        self.hide_passwords()
 
     def field_widget(self, name: str) -> Widget:
         """The form's input for spec field ``name``."""
@@ -706,7 +713,7 @@ class LaunchScreen(Screen[None]):
         self.query_one("#checks", Static).update(text)
 
     def action_launch(self) -> None:
-        self.hide_uri_password()  # a launch that fails leaves the form on screen
+        self.hide_passwords()  # a launch that fails leaves the form on screen
         spec = self.validate()
         if spec is None:
             self.notify("fix the field marked ✗ first", severity="error")
