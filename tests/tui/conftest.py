@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -21,3 +22,14 @@ def utc() -> Iterator[None]:
     else:
         os.environ["TZ"] = before
     time.tzset()
+
+
+@pytest.fixture
+def prepared(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The runs the launch screen prepares: Ctrl+R builds each for real (controller,
+    placement) and it lands here, instead of opening its live screen, which would start it."""
+    from flowdeck.tui.screens.launch import LaunchScreen
+
+    kept: list[Any] = []
+    monkeypatch.setattr(LaunchScreen, "open_live", lambda self, control: kept.append(control))
+    return kept

@@ -6,6 +6,7 @@ import asyncio
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 from flowdeck.engine.change import Change, Setting
@@ -375,3 +376,11 @@ def launch_spec(uri: str, queue_prefix: str, name: str = "tui-launch") -> RunSpe
         duration=5,
         workers=1,
     )
+
+
+async def type_into(pilot: Any, widget_id: str, text: str) -> None:
+    """Put ``text`` in the screen's input ``widget_id`` (as a paste would) and let it settle."""
+    from textual.widgets import Input
+
+    pilot.app.screen.query_one(f"#{widget_id}", Input).value = text
+    await pilot.pause()

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from textual.widgets import Input, Static, TabbedContent
+from textual.widgets import Static, TabbedContent
 
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.spark_workers import HostRow, SparkPlacement
@@ -20,7 +20,7 @@ from flowdeck.tui.screens.live import LiveScreen
 from flowdeck.tui.screens.summary import SummaryScreen, summary_renderable
 from flowdeck.tui.widgets.host_table import HostPanel
 from tests.engine.test_tls import make_certificates
-from tests.tui.fakes import T0, WORKER_CPU, WORKER_RATE, FakeControl, make_summary
+from tests.tui.fakes import T0, WORKER_CPU, WORKER_RATE, FakeControl, make_summary, type_into
 from tests.tui.test_live_pilot import rich_text
 
 
@@ -168,11 +168,6 @@ def spec() -> RunSpec:
                    publishers=1, consumers=1, duration=5, workers=2)  # fmt: skip
 
 
-async def type_into(pilot: Any, widget_id: str, text: str) -> None:
-    pilot.app.screen.query_one(f"#{widget_id}", Input).value = text
-    await pilot.pause()
-
-
 def errors(screen: LaunchScreen) -> dict[str, str]:
     return {
         name: str(screen.query_one(f"#error-{name}", Static).render())
@@ -181,10 +176,8 @@ def errors(screen: LaunchScreen) -> dict[str, str]:
 
 
 async def test_the_listen_address_and_tls_are_checked_as_run_checks_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, prepared: list[Any]
 ) -> None:
-    prepared: list[Any] = []
-    monkeypatch.setattr(LaunchScreen, "open_live", lambda self, control: prepared.append(control))
     certs = make_certificates(tmp_path)
     app = FlowdeckApp(spec=spec(), sessions_root=tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:

@@ -58,10 +58,8 @@ def no_password_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.timeout(90)
 @pytest.mark.usefixtures("no_password_from_environment")
 async def test_a_spec_files_password_is_masked_on_screen_and_used_to_connect(
-    unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, prepared: list[Any]
 ) -> None:
-    prepared: list[Any] = []
-    monkeypatch.setattr(LaunchScreen, "open_live", lambda self, control: prepared.append(control))
     checked: list[str] = []
     real_check_sources = launch.check_sources
 
@@ -106,10 +104,8 @@ async def test_a_spec_files_password_is_masked_on_screen_and_used_to_connect(
 @pytest.mark.timeout(60)
 @pytest.mark.usefixtures("no_password_from_environment")
 async def test_a_password_the_operator_types_is_used_then_masked(
-    unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    unique_name: str, tmp_path: Path, prepared: list[Any]
 ) -> None:
-    prepared: list[Any] = []
-    monkeypatch.setattr(LaunchScreen, "open_live", lambda self, control: prepared.append(control))
     app = FlowdeckApp(spec=spec(SECRET_URI, unique_name), sessions_root=tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.screen
@@ -207,12 +203,10 @@ def test_a_masked_node_edited_keeps_its_place_in_the_list_password() -> None:
 @pytest.mark.timeout(60)
 @pytest.mark.usefixtures("no_password_from_environment")
 async def test_the_management_and_prometheus_urls_hide_their_passwords_too(
-    shared_uri: str, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    shared_uri: str, unique_name: str, tmp_path: Path, prepared: list[Any]
 ) -> None:
     """A management or Prometheus URL with credentials in it (a proxy's, say) is shown
     masked like the uri, and the run gets it whole; one typed is masked once left."""
-    prepared: list[Any] = []
-    monkeypatch.setattr(LaunchScreen, "open_live", lambda self, control: prepared.append(control))
     management = "http://admin:mgmt-s3cret@127.0.0.1:15672"
     prometheus = "http://reader:prom-s3cret@127.0.0.1:9090"
     given = replace(spec(shared_uri, unique_name), management_url=management)

@@ -15,17 +15,11 @@ from flowdeck.engine.spark_workers import SparkPlacement
 from flowdeck.engine.spec import RunSpec
 from flowdeck.tui.app import FlowdeckApp
 from flowdeck.tui.screens.launch import LaunchScreen, field_id
-from tests.tui.fakes import launch_spec
+from tests.tui.fakes import launch_spec, type_into
 
 
 def spec(uri: str, queue_prefix: str) -> RunSpec:
     return launch_spec(uri, queue_prefix, "tui-spark")
-
-
-async def type_into(pilot: Any, widget_id: str, text: str) -> None:
-    field = pilot.app.screen.query_one(f"#{widget_id}", Input)
-    field.value = text
-    await pilot.pause()
 
 
 def error_of(screen: LaunchScreen) -> str:
@@ -35,12 +29,8 @@ def error_of(screen: LaunchScreen) -> str:
 @pytest.mark.broker
 @pytest.mark.timeout(60)
 async def test_the_spark_master_typed_reaches_the_run(
-    shared_uri: str, unique_name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    shared_uri: str, unique_name: str, tmp_path: Path, prepared: list[Any]
 ) -> None:
-    prepared: list[Any] = []
-    # The run is prepared for real (controller, placement); only opening its live screen,
-    # which would start it and so Spark, is replaced by keeping the controller.
-    monkeypatch.setattr(LaunchScreen, "open_live", lambda self, control: prepared.append(control))
     app = FlowdeckApp(spec=spec(shared_uri, unique_name), sessions_root=tmp_path)
     async with app.run_test(size=(160, 48)) as pilot:
         screen = app.screen
