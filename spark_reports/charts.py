@@ -47,6 +47,13 @@ def _plain_log_axis(axes: Axes) -> None:
     axes.tick_params(axis="y", which="minor", labelsize=7)
 
 
+def _log_room(axes: Axes, above: float = 1.3) -> None:
+    """A log y axis widened by a factor below (1.3) and ``above`` its data: no point or
+    line on the frame."""
+    low, high = axes.get_ylim()
+    axes.set_ylim(low / 1.3, high * above)
+
+
 def _plain_log_x(axes: Axes) -> None:
     axes.set_xscale("log")
     axes.xaxis.set_major_formatter(FuncFormatter(lambda value, _: f"{value:g}"))
@@ -164,8 +171,7 @@ def timeline_chart(
                      lw=1.1, label=f"{key[0]} {key[2]} ({key[1]} send)")  # fmt: skip
     _plain_log_axis(lat)
     if series:
-        low, high = lat.get_ylim()
-        lat.set_ylim(low / 1.3, high * 1.3)  # no line along the frame
+        _log_room(lat)
     lat.set_ylabel("latency ms (log)")
     lat.set_xlabel("seconds since start")
     lat.grid(alpha=0.3, which="both")
@@ -279,8 +285,7 @@ def sweep_chart(figures: SessionFigures, sweep: Sweep) -> bytes:
     through.set_ylabel("msg/s consumed")
     lat.set_ylabel("e2e latency ms (log)")
     _plain_log_axis(lat)
-    low, high = lat.get_ylim()
-    lat.set_ylim(low / 1.3, high * 1.6)  # room for a point's label at the top
+    _log_room(lat, above=1.6)  # room for a point's label at the top
     # below the plot: inside it would cover a point at low throughput
     through.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, fontsize=8,
                    framealpha=0.9)  # fmt: skip
@@ -341,8 +346,7 @@ def comparison_figure(runs: Sequence[tuple[str, SessionFigures]], setting: str) 
     lat.set_ylabel("e2e p99 ms (log)")
     lat.set_title("p99 latency", fontsize=10)
     _plain_log_axis(lat)
-    low, high = lat.get_ylim()
-    lat.set_ylim(low / 1.3, high * 1.3)  # no point on the frame
+    _log_room(lat)
     handles, labels = through.get_legend_handles_labels()
     figure.legend(handles, labels, loc="lower center", ncols=min(3, len(labels)), fontsize=8,
                   bbox_to_anchor=(0.5, -0.02 - 0.05 * ((len(labels) - 1) // 3)))  # fmt: skip
