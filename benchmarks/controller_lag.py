@@ -39,11 +39,11 @@ from pathlib import Path
 
 from benchlib import CpuMeter, load_average, percentile, private_node, worker_pids
 
+from flowdeck.cli.run import ProgressPrinter
 from flowdeck.collectors import Broker
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.presets import preset
 from flowdeck.engine.spec import RunSpec
-from flowdeck.tui.cli.run import ProgressPrinter
 
 PROBE_INTERVAL = 0.010
 

@@ -74,7 +74,7 @@ def time_checks(runs: int = 5) -> None:
         for _ in range(runs):
             began = time.monotonic()
             done = subprocess.run(
-                [sys.executable, "-m", "flowdeck.tui.cli", *words], cwd=ROOT, capture_output=True
+                [sys.executable, "-m", "flowdeck.cli", *words], cwd=ROOT, capture_output=True
             )
             times.append(time.monotonic() - began)
             assert done.returncode == expect, (words, done.returncode, done.stderr[-500:])

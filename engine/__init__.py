@@ -71,6 +71,18 @@ if TYPE_CHECKING:
     from flowdeck.engine.phase_figures import PhaseFigures, PhaseTable
     from flowdeck.engine.process import WorkerPool
     from flowdeck.engine.progress import summary_document
+    from flowdeck.engine.provision import (
+        STATE_ENV,
+        broker_for,
+        prometheus_for,
+        resolve_broker,
+        spark_placement_of,
+        spec_naming,
+        started_local_nodes,
+        started_node_for,
+        started_state,
+        state_file,
+    )
     from flowdeck.engine.recording import format as session_format
     from flowdeck.engine.recording.reader import (
         Session,
@@ -107,6 +119,16 @@ if TYPE_CHECKING:
 #: the AMQP and HTTP clients, sessions pull in pyarrow, so `import flowdeck.engine` (the
 #: CLI's parsing, the cockpit's launch form) stays quick.
 _LAZY: dict[str, str] = {
+    "STATE_ENV": "flowdeck.engine.provision",
+    "broker_for": "flowdeck.engine.provision",
+    "prometheus_for": "flowdeck.engine.provision",
+    "resolve_broker": "flowdeck.engine.provision",
+    "spark_placement_of": "flowdeck.engine.provision",
+    "spec_naming": "flowdeck.engine.provision",
+    "started_local_nodes": "flowdeck.engine.provision",
+    "started_node_for": "flowdeck.engine.provision",
+    "started_state": "flowdeck.engine.provision",
+    "state_file": "flowdeck.engine.provision",
     "Autopilot": "flowdeck.engine.autotune",
     "Depth": "flowdeck.engine.autotune",
     "phase_load": "flowdeck.engine.autotune",
@@ -194,6 +216,7 @@ __all__ = [
     "PRESETS",
     "RUNS_DIR_ENV",
     "SESSIONS_DIR_ENV",
+    "STATE_ENV",
     "STEERABLE",
     "THRESHOLDS_FAILED_EXIT",
     "UNCHECKED_CONNECTIONS_LIMIT",
@@ -248,6 +271,7 @@ __all__ = [
     "Update",
     "WorkerPool",
     "WorkerReport",
+    "broker_for",
     "broker_of",
     "broker_uri",
     "check_exposure",
@@ -274,6 +298,8 @@ __all__ = [
     "parse_thresholds",
     "phase_load",
     "preset",
+    "prometheus_for",
+    "resolve_broker",
     "resolve_uri",
     "resolve_workers",
     "running_runs",
@@ -282,8 +308,14 @@ __all__ = [
     "server_tls_context",
     "session_format",
     "setting_value",
+    "spark_placement_of",
     "spec_from_mapping",
     "spec_from_perftest",
+    "spec_naming",
+    "started_local_nodes",
+    "started_node_for",
+    "started_state",
+    "state_file",
     "summary_document",
     "tls_options",
     "with_tls_options",

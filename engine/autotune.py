@@ -21,12 +21,12 @@ The search, as stated in ``docs/autotune.md``:
   :attr:`SteadyRule.max_hold_s` the step is judged as it stands, marked unsteady.
 * **Judged by the report's rules**: the step's figures are those the report computes for its
   phase (:class:`engine.phase_figures.PhaseTable`; queue depth from the broker's polls) and
-  go through ``spark_reports.verdict`` (``judge``, ``ranked_throughput``, ``recommend``),
+  go through ``figures.verdict`` (``judge``, ``ranked_throughput``, ``recommend``),
   the one home of the verdict rules.
 * **Stop** when throughput stops rising (the best so far not beaten by more than the
   report's tolerance for :data:`FLAT_STEPS` steps), when a step is overloaded, its e2e p99
   is past ``max_p99_ms`` or the backlog past ``max_backlog``, or the ladder ends; then the
-  run is set to the value :func:`~flowdeck.spark_reports.verdict.recommend` picks from the
+  run is set to the value :func:`~flowdeck.figures.verdict.recommend` picks from the
   steps (the report's recommendation over the same phases) and an event says so.
 
 :class:`Search` and :class:`SteadyRule` hold the decisions and do no I/O (unit tests feed
@@ -53,7 +53,7 @@ from flowdeck.engine.settings import BY_SETTING, Setting, setting_value
 from flowdeck.engine.sinks import NullSink, RunStarted, Sink
 from flowdeck.engine.snapshot import ClientSnapshot, Settings
 from flowdeck.engine.spec import RunSpec
-from flowdeck.spark_reports.verdict import (
+from flowdeck.figures.verdict import (
     THROUGHPUT_TOLERANCE,
     PhaseLoad,
     Recommendation,

@@ -3,7 +3,7 @@
 A script reading ``flowdeck run --json`` and a reader of the Spark report must see the same
 figures for a phase, so this module does not compute them itself: it turns the snapshots
 the controller received into the rows the recorder writes and hands them to the report's
-own statistics (``spark_reports.stats`` and ``spark_reports.active``, rules stated in
+own statistics (``figures.stats`` and ``figures.active``, rules stated in
 ``docs/reports.md``):
 
 * a snapshot belongs to the run second holding the middle of its interval, the second to
@@ -44,8 +44,8 @@ from flowdeck.engine.latency import LatencyKey
 from flowdeck.engine.progress import Percentiles, RunSummary
 from flowdeck.engine.sinks import NullSink, RunStarted
 from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters
-from flowdeck.spark_reports import active, stats
-from flowdeck.spark_reports.phases import (
+from flowdeck.figures import active, stats
+from flowdeck.figures.phases import (
     AFTER_EVERYTHING_US,
     BEFORE_EVERYTHING_US,
     Phase,

@@ -15,6 +15,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from flowdeck.figures.stats import Row
 from flowdeck.spark_reports import charts, compare
 from flowdeck.spark_reports.figures import (
     SWEEP_SETTINGS,
@@ -30,7 +31,6 @@ from flowdeck.spark_reports.figures import (
 from flowdeck.spark_reports.measure import Measurements, measure
 from flowdeck.spark_reports.render import Chart, Section, render, session_intro
 from flowdeck.spark_reports.sessions import open_sessions
-from flowdeck.spark_reports.stats import Row
 from flowdeck.spark_reports.tables import Table
 
 #: From this many charts on they are drawn by a pool of processes, one per core: a chart

@@ -14,6 +14,8 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from flowdeck.figures.stats import Row
+from flowdeck.figures.verdict import Verdict
 from flowdeck.spark_reports.compare import limited_and_not, representative
 from flowdeck.spark_reports.figures import (
     SETTING_TITLES,
@@ -22,8 +24,6 @@ from flowdeck.spark_reports.figures import (
     SessionFigures,
     Sweep,
 )
-from flowdeck.spark_reports.stats import Row
-from flowdeck.spark_reports.verdict import Verdict
 
 VERDICT_COLOURS = {
     Verdict.SUSTAINABLE: "#e8f5e9",

@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flowdeck.figures.verdict import Verdict
 from flowdeck.spark_reports.figures import (
     SETTING_TITLES,
     SWEEP_LATENCY,
@@ -24,7 +25,6 @@ from flowdeck.spark_reports.figures import (
     sweep_point,
 )
 from flowdeck.spark_reports.tables import Cell, Table
-from flowdeck.spark_reports.verdict import Verdict
 
 #: Spec fields that tell runs of one benchmark apart, in the order a name lists them.
 DIFFERING_FIELDS: tuple[tuple[str, str], ...] = (

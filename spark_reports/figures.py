@@ -7,13 +7,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowdeck.spark_reports.faults import DataSafety, Fault, faults
-from flowdeck.spark_reports.measure import Measurements, active_spans
-from flowdeck.spark_reports.phases import Phase
-from flowdeck.spark_reports.sessions import Session
-from flowdeck.spark_reports.stats import PERCENTILES, Row
-from flowdeck.spark_reports.tables import Cell, Table
-from flowdeck.spark_reports.verdict import (
+from flowdeck.figures.phases import Phase
+from flowdeck.figures.stats import PERCENTILES, Row
+from flowdeck.figures.verdict import (
     PhaseLoad,
     Recommendation,
     SweepPoint,
@@ -22,6 +18,10 @@ from flowdeck.spark_reports.verdict import (
     ranked_throughput,
     recommend,
 )
+from flowdeck.spark_reports.faults import DataSafety, Fault, faults
+from flowdeck.spark_reports.measure import Measurements, active_spans
+from flowdeck.spark_reports.sessions import Session
+from flowdeck.spark_reports.tables import Cell, Table
 
 LATENCY_ORDER: tuple[tuple[str, str], ...] = (
     ("e2e", "actual"),
@@ -241,7 +241,7 @@ def load_phases(figures: SessionFigures | Sequence[PhaseFigures]) -> list[PhaseF
 
 def sweep_point(phase: PhaseFigures, setting: str, fan_out: int = 1) -> SweepPoint:
     """The phase as a sweep point: its consume mean capped at its target
-    (:func:`spark_reports.verdict.ranked_throughput`) and its e2e p99."""
+    (:func:`figures.verdict.ranked_throughput`) and its e2e p99."""
     return ranked_throughput(
         value=int(phase.setting(setting) or 0),
         achieved=float(phase.client.get("consume_rate_mean") or 0.0),
@@ -258,7 +258,7 @@ def _sweeps(
 ) -> list[Sweep]:
     """A session sweeps a setting when its load phases (:func:`load_phases`) ran at more
     than one value. Throughput for ranking is the consume mean capped at the phase's
-    target (:func:`spark_reports.verdict.ranked_throughput`)."""
+    target (:func:`figures.verdict.ranked_throughput`)."""
     active = load_phases(phases)
     sweeps: list[Sweep] = []
     for setting in SWEEP_SETTINGS:

@@ -7,7 +7,7 @@ its report, a ``worker N on HOST ... lost`` event (``detail.worker_lost``). The 
 latency rows carry the worker number, so each joins to its host here.
 
 Per host: its workers' counts summed; its msg/s on the basis of every other rate of the
-report (``spark_reports.active``): its rows' messages over the part of the run's active
+report (``figures.active``): its rows' messages over the part of the run's active
 time those rows cover, averaged over the host's workers (a lost worker covers the run up
 to its last snapshot); its e2e latency percentiles merged exactly from its workers'
 histogram buckets.
@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowdeck.spark_reports import active, stats
-from flowdeck.spark_reports.phases import Phase
+from flowdeck.figures import active, stats
+from flowdeck.figures.phases import Phase
 
 Row = dict[str, Any]
 #: The latency the per-host table shows (the sweep tables' consumer-side latency).

@@ -5,7 +5,7 @@ so it runs on the executors of any cluster), to small frames that reach the driv
 Arrow: a row per session and second (client figures summed over workers), a row per fresh
 broker poll, a row per phase and latency bucket (counts summed over workers and seconds),
 and a row per second with the chart's e2e percentiles (from each second's histogram in one
-pass). The per-phase statistics over those rows are ``spark_reports.stats``'s.
+pass). The per-phase statistics over those rows are ``figures.stats``'s.
 
 Rules (``docs/reports.md`` states them for readers of a report):
 
@@ -14,7 +14,7 @@ Rules (``docs/reports.md`` states them for readers of a report):
   belongs to the phase in force at the middle of its second. So one second is never split
   between two phases, whatever the offsets of the workers' snapshots or of the change.
 * Rates (msg/s): per phase and for the whole run, messages over the clients' active time,
-  the run summary's basis (``spark_reports.active``). Per second: per worker, messages /
+  the run summary's basis (``figures.active``). Per second: per worker, messages /
   interval length (rows covering less than half a second, like the run's cut-short last
   interval, are left out), summed over workers; per phase their population standard
   deviation and minimum, how steady the phase ran.
@@ -49,10 +49,11 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from flowdeck.engine.recording.format import BROKER_DIR, CLIENT_DIR, LATENCY_DIR
-from flowdeck.spark_reports import active, hosts, stats
-from flowdeck.spark_reports.phases import HALF_SECOND_US
+from flowdeck.figures import active, stats
+from flowdeck.figures.phases import HALF_SECOND_US
+from flowdeck.figures.stats import Row
+from flowdeck.spark_reports import hosts
 from flowdeck.spark_reports.sessions import Session, read_table, small_table
-from flowdeck.spark_reports.stats import Row
 
 
 @dataclass(frozen=True, slots=True)

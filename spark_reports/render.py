@@ -8,9 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from flowdeck.spark_reports.figures import MEAN_MEANING, SessionFigures
-from flowdeck.spark_reports.tables import Table, format_cell
-from flowdeck.spark_reports.verdict import (
+from flowdeck.figures.verdict import (
     CATCH_UP_SHARE,
     CONSUME_KEEPS_UP,
     DEPTH_GROWTH_MIN,
@@ -19,6 +17,8 @@ from flowdeck.spark_reports.verdict import (
     THROUGHPUT_TOLERANCE,
     WINDOW_FULL,
 )
+from flowdeck.spark_reports.figures import MEAN_MEANING, SessionFigures
+from flowdeck.spark_reports.tables import Table, format_cell
 
 CSS = """
 body{font:14px/1.45 system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:0;color:#212121;
@@ -56,7 +56,7 @@ class Section:
 
 
 def thresholds_text() -> list[str]:
-    """The verdict rules, exactly as ``spark_reports.verdict`` applies them, after what the
+    """The verdict rules, exactly as ``figures.verdict`` applies them, after what the
     rates they compare mean."""
     return [
         f"<b>msg/s</b>: {html.escape(MEAN_MEANING)}.",

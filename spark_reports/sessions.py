@@ -32,8 +32,8 @@ from flowdeck.engine.recording.format import (
     read_part,
     readable_parts,
 )
+from flowdeck.figures.phases import Phase, split_phases
 from flowdeck.spark_reports.inputs import is_local, local_path, normalise
-from flowdeck.spark_reports.phases import Phase, split_phases
 
 
 @dataclass(frozen=True, slots=True)

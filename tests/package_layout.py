@@ -13,7 +13,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: The repository's top-level folders that install as ``flowdeck.<name>``.
-PARTS = ("engine", "collectors", "tui", "spark_reports")
+PARTS = ("figures", "engine", "collectors", "cli", "tui", "spark_reports")
 
 
 def make_layout(into: Path) -> Path:

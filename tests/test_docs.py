@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
+from flowdeck.cli import _opens_cockpit, build_parser
 from flowdeck.engine.change import Setting
 from flowdeck.engine.presets import PRESETS
 from flowdeck.engine.spec import FIELDS, RunSpec, load_spec_file
-from flowdeck.tui.cli import _opens_cockpit, build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))

@@ -18,7 +18,7 @@ import pytest
 from flowdeck.engine.presets import PRESETS
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("engine", "collectors", "tui", "spark_reports")
+PACKAGES = ("figures", "engine", "collectors", "cli", "tui", "spark_reports")
 
 
 def _run(command: list[str], timeout: float, **kwargs: object) -> subprocess.CompletedProcess[str]:
@@ -134,7 +134,7 @@ def test_wheel_installs_into_a_fresh_venv_and_runs(tmp_path: Path) -> None:
 
 @pytest.mark.broker
 def test_version_names_the_broker_of_flowdeck_uri(shared_uri: str) -> None:
-    from flowdeck.tui.cli.versions import version_lines
+    from flowdeck.cli.versions import version_lines
 
     lines = version_lines({"FLOWDECK_URI": shared_uri})
     broker = [line for line in lines if line.startswith("broker ")]
@@ -144,7 +144,7 @@ def test_version_names_the_broker_of_flowdeck_uri(shared_uri: str) -> None:
 
 
 def test_version_says_when_the_broker_does_not_answer() -> None:
-    from flowdeck.tui.cli.versions import broker_versions
+    from flowdeck.cli.versions import broker_versions
 
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -156,7 +156,7 @@ def test_version_says_when_the_broker_does_not_answer() -> None:
 
 
 def test_version_finds_rabbitmq_in_an_install_directory(tmp_path: Path) -> None:
-    from flowdeck.tui.cli.versions import installed_rabbitmq
+    from flowdeck.cli.versions import installed_rabbitmq
 
     for name in ("rabbitmq_server-3.9.29", "rabbitmq_server-3.10.8", "rabbit_common-3.10.8"):
         (tmp_path / name).mkdir()
@@ -165,8 +165,8 @@ def test_version_finds_rabbitmq_in_an_install_directory(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("shell", ["bash", "zsh", "tcsh"])
 def test_completion_script_knows_every_command_and_the_new_flags(shell: str) -> None:
-    from flowdeck.tui.cli import COMMAND_MODULES
-    from flowdeck.tui.cli.completion import completion_script
+    from flowdeck.cli import COMMAND_MODULES
+    from flowdeck.cli.completion import completion_script
 
     script = completion_script(shell)
     for module in COMMAND_MODULES:

@@ -30,7 +30,7 @@ from flowdeck.engine.spec import RunSpec
 #: How long after the kill every worker and node process must be gone. Workers leave at
 #: once (pipe EOF) and a throwaway node is SIGKILLed; this is generous for a busy machine.
 GONE_WITHIN = 10.0
-FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 
 
 def alive(proc: psutil.Process) -> bool:

@@ -26,7 +26,7 @@ from flowdeck.engine.credentials import read_password_file, resolve_uri, with_pa
 from flowdeck.engine.errors import SpecError
 
 ROOT = Path(__file__).resolve().parents[1]
-FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 MANAGEMENT = "http://127.0.0.1:15672"
 
 
@@ -154,7 +154,7 @@ def test_password_appears_in_no_session_output_listing_or_report(
         )
     # The report job runs in this process on the run's one Spark session (a `flowdeck
     # report` process would start a JVM of its own), through the same command.
-    from flowdeck.tui.cli import main
+    from flowdeck.cli import main
 
     report_dir = tmp_path / "report"
     capsys.readouterr()

@@ -48,7 +48,7 @@ async def check_management(
     uri: str, management_url: str, verify: ssl.SSLContext | bool = True
 ) -> CheckLine:
     if not management_url:
-        from flowdeck.tui.cli.broker import started_node_for
+        from flowdeck.engine import started_node_for
 
         node = started_node_for(uri)
         management_url = node.management_url if node is not None else ""

@@ -67,9 +67,14 @@ def prepare_run(
 
     Blocks while a node starts (seconds): call it from a thread worker.
     """
-    from flowdeck.engine import Controller, default_sessions_root, resolve_uri
+    from flowdeck.engine import (
+        Controller,
+        default_sessions_root,
+        resolve_broker,
+        resolve_uri,
+        spark_placement_of,
+    )
     from flowdeck.engine import management_password as resolve_management_password
-    from flowdeck.tui.cli.common import resolve_broker, spark_placement_of
 
     placement = spark_placement_of(
         spark_master or "",

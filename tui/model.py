@@ -35,7 +35,7 @@ from flowdeck.engine import (
     phase_load,
 )
 from flowdeck.engine import PhaseFigures as ReportPhase
-from flowdeck.spark_reports.verdict import (
+from flowdeck.figures.verdict import (
     PhaseLoad,
     Recommendation,
     SweepPoint,
@@ -586,7 +586,7 @@ class PhaseFigures:
 
     msg/s (``publish``, ``confirm``, ``consume``) is the report's and the run summary's
     figure for the phase — its messages over the clients' active time in it
-    (``engine.phase_figures.PhaseTable``, rule in ``spark_reports.active``) — and the verdict
+    (``engine.phase_figures.PhaseTable``, rule in ``figures.active``) — and the verdict
     judges the report's load (its rates, target, pending confirms and blocked seconds)
     with the queue trend from the broker polls the screen saw, as the autopilot does
     (``engine.autotune.phase_load``). Where ticks come without snapshots (``basis`` is
@@ -674,7 +674,7 @@ def _latency(
 
 
 def phase_figures(track: PhaseTrack, report: ReportPhase | None = None) -> PhaseFigures | None:
-    """The track summed up and judged with ``spark_reports.verdict.judge``; None when it has
+    """The track summed up and judged with ``figures.verdict.judge``; None when it has
     no second yet. ``report``: the phase's figures from the workers' snapshots (msg/s as
     the report computes it); without them msg/s are medians of the track's seconds. The
     drain is not judged (the report's ``drain`` verdict)."""

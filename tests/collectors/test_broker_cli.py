@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flowdeck.tui.cli.broker import started_node_for
+from flowdeck.engine.provision import started_node_for
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(240)]
 
@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(
 def flowdeck(state: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "FLOWDECK_BROKER_STATE": str(state)}
     return subprocess.run(
-        [sys.executable, "-m", "flowdeck.tui.cli", "broker", *args],
+        [sys.executable, "-m", "flowdeck.cli", "broker", *args],
         capture_output=True,
         text=True,
         timeout=150,

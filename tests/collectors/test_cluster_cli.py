@@ -19,8 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from flowdeck.tui.cli import main
-from flowdeck.tui.cli.broker import STATE_ENV
+from flowdeck.cli import main
+from flowdeck.engine.provision import STATE_ENV
 from tests.private_nodes import cluster_vms
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]

@@ -14,7 +14,7 @@ import pytest
 
 from flowdeck.collectors import PrometheusServer
 
-FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 SHARED_PROMETHEUS_TARGET = "127.0.0.1:15692"
 
 pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(300)]

@@ -70,7 +70,7 @@ def test_status_lists_a_node_another_process_owns(tmp_path: Path) -> None:
     owner, node_pid = start_owner("node", env)
     try:
         status = subprocess.run(
-            [sys.executable, "-m", "flowdeck.tui.cli", "broker", "status"],
+            [sys.executable, "-m", "flowdeck.cli", "broker", "status"],
             capture_output=True,
             text=True,
             timeout=60,
@@ -87,7 +87,7 @@ def test_status_lists_a_node_another_process_owns(tmp_path: Path) -> None:
     # the owner died by SIGKILL: its guard takes the node down, and status forgets it
     assert wait_gone(node_pid, 30), "the node outlived its owner"
     after = subprocess.run(
-        [sys.executable, "-m", "flowdeck.tui.cli", "broker", "status"],
+        [sys.executable, "-m", "flowdeck.cli", "broker", "status"],
         capture_output=True,
         text=True,
         timeout=60,

@@ -31,7 +31,7 @@ from flowdeck.engine.settings import Setting, apply_change
 from flowdeck.engine.sinks import RunStarted, Sink
 from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, settings_of
 from flowdeck.engine.spec import RunSpec
-from flowdeck.spark_reports.verdict import PhaseLoad, Verdict, ranked_throughput, recommend
+from flowdeck.figures.verdict import PhaseLoad, Verdict, ranked_throughput, recommend
 
 SETTINGS = Settings(inflight=1, prefetch=100, ack_every=1, rate=1000, publishers=1, consumers=1)
 
@@ -115,7 +115,7 @@ def step(
         depth_end=0.0 if not depth_slope else 10 * depth_slope,
         depth_slope=depth_slope,
     )
-    from flowdeck.spark_reports.verdict import judge
+    from flowdeck.figures.verdict import judge
 
     verdict, reason = judge(load)
     point = ranked_throughput(value, consumed, target, p99, verdict, f"inflight={value}")

@@ -23,7 +23,7 @@ from flowdeck.engine.errors import SpecError
 from flowdeck.engine.spec import spec_from_mapping
 
 ROOT = Path(__file__).resolve().parents[2]
-FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 
 #: Printable ASCII and some beyond: every delimiter a URI has, and none of the spaces.
 PASSWORD_CHARACTERS = st.characters(

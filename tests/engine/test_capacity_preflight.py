@@ -167,7 +167,7 @@ async def test_when_the_limit_cannot_be_read_a_large_run_is_refused_and_a_small_
 
 def flowdeck(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "flowdeck.tui.cli", "run", *args],
+        [sys.executable, "-m", "flowdeck.cli", "run", *args],
         capture_output=True,
         text=True,
         timeout=120,

@@ -14,7 +14,7 @@ import pytest
 
 from flowdeck.engine.presets import PRESETS
 
-FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -169,7 +169,7 @@ def test_a_reader_that_goes_away_gets_no_traceback(words: list[str]) -> None:
     os.close(read_end)
     try:
         result = subprocess.run(
-            [sys.executable, "-m", "flowdeck.tui.cli", *words],
+            [sys.executable, "-m", "flowdeck.cli", *words],
             stdout=write_end,
             stderr=subprocess.PIPE,
             text=True,

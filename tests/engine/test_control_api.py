@@ -32,7 +32,7 @@ from flowdeck.engine.errors import SpecError
 from flowdeck.engine.tls import TlsOptions
 from tests.conftest import SHARED_MANAGEMENT_URL, SHARED_URI
 
-FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 
 
 @dataclass

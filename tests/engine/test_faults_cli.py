@@ -21,7 +21,7 @@ import pytest
 from flowdeck.engine.recording.reader import list_sessions, open_session
 
 ROOT = Path(__file__).resolve().parents[2]
-FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 RUN = ["run", "--duration", "4", "--rate", "20", "--workers", "0", "--no-record"]
 
 

@@ -151,7 +151,7 @@ def with_manifest(source: Path, target: Path, **changes: Any) -> Path:
 
 def flowdeck(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "flowdeck.tui.cli", *args],
+        [sys.executable, "-m", "flowdeck.cli", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -225,7 +225,7 @@ def test_random_manifest_json_reads_or_is_refused_never_a_traceback(
 ) -> None:
     """Any JSON in the manifest: the session reads and shows, or is a SessionFormatError
     (listed as skipped, shown as one line); never another exception."""
-    from flowdeck.tui.cli import main
+    from flowdeck.cli import main
 
     with tempfile.TemporaryDirectory() as scratch:
         copy = Path(scratch) / "session"

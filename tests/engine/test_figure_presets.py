@@ -57,7 +57,7 @@ def test_a_matrix_is_one_benchmarks_figures_in_order() -> None:
 def test_a_matrix_stops_at_a_refused_run_and_says_where(shared_uri: str) -> None:
     result = subprocess.run(
         [
-            *(sys.executable, "-m", "flowdeck.tui.cli", "run", "--matrix", "bench1"),
+            *(sys.executable, "-m", "flowdeck.cli", "run", "--matrix", "bench1"),
             *("--scale", "0.02", "--duration", "3", "--uri", shared_uri, "--no-record"),
         ],
         capture_output=True,

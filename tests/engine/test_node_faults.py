@@ -18,6 +18,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from flowdeck.cli.common import parse_step
 from flowdeck.collectors import Broker, LocalBroker, LocalNodes
 from flowdeck.engine.change import NodeFault, parse_fault
 from flowdeck.engine.controller import Controller
@@ -25,7 +26,6 @@ from flowdeck.engine.errors import SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.spec import RunSpec, parse_schedule, schedule_step, spec_from_mapping
 from flowdeck.spark_reports.faults import faults
-from flowdeck.tui.cli.common import parse_step
 from tests.engine.controller_fakes import FAKE_RUNTIME
 
 
@@ -117,7 +117,7 @@ def test_a_fault_on_a_node_the_broker_has_not_is_refused(
 def test_the_command_line_refuses_a_fault_on_a_remote_broker_with_exit_2(shared_uri: str) -> None:
     run = subprocess.run(
         [
-            *(sys.executable, "-m", "flowdeck.tui.cli", "run", "--uri", shared_uri),
+            *(sys.executable, "-m", "flowdeck.cli", "run", "--uri", shared_uri),
             *("--no-record", "--duration", "10", "--change", "5s:fault kill 2"),
         ],
         capture_output=True,

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from flowdeck.cli import main
+from flowdeck.cli.import_perftest import spec_toml
 from flowdeck.engine.change import Setting
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.perftest import OPTIONS, STREAM_QUEUE_ARGS, spec_from_perftest
 from flowdeck.engine.spec import RunSpec, load_spec_file
-from flowdeck.tui.cli import main
-from flowdeck.tui.cli.import_perftest import spec_toml
 
 ISSUE_LINE = "-x 20 -y 20 -u q -qq -r 1000 -c 100 -q 2000 -A 200 -s 1000 -z 300"
 
@@ -293,7 +293,7 @@ def test_import_perftest_command_prints_a_spec_file_that_loads(
 
 def test_import_perftest_refuses_in_one_line_with_exit_2() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "flowdeck.tui.cli", "import-perftest", "-x 2 -C 100 -vs 10:5"],
+        [sys.executable, "-m", "flowdeck.cli", "import-perftest", "-x 2 -C 100 -vs 10:5"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -306,8 +306,8 @@ def test_import_perftest_refuses_in_one_line_with_exit_2() -> None:
 
 
 def test_run_perftest_flag_builds_the_spec_flags_refine_it() -> None:
-    from flowdeck.tui.cli import build_parser
-    from flowdeck.tui.cli.import_perftest import spec_from_run_args
+    from flowdeck.cli import build_parser
+    from flowdeck.cli.import_perftest import spec_from_run_args
 
     args = build_parser().parse_args(
         [

@@ -80,7 +80,7 @@ def test_one_progress_line_per_second_under_cpu_load(shared_uri: str, unique_nam
         [
             sys.executable,
             "-m",
-            "flowdeck.tui.cli",
+            "flowdeck.cli",
             "run",
             "--uri",
             shared_uri,

@@ -81,7 +81,7 @@ def test_replication_beyond_the_running_nodes_is_refused() -> None:
 def test_mirroring_on_one_node_exits_2_in_one_line_before_anything_runs(shared_uri: str) -> None:
     result = subprocess.run(
         [
-            *(sys.executable, "-m", "flowdeck.tui.cli", "run", "--uri", shared_uri),
+            *(sys.executable, "-m", "flowdeck.cli", "run", "--uri", shared_uri),
             *("--mirroring", "2", "--duration", "2", "--no-record", "--name", "mirror-refused"),
         ],
         capture_output=True,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from flowdeck.cli import build_parser
 from flowdeck.collectors import Broker
 from flowdeck.engine import COMMANDS, STEERABLE
 from flowdeck.engine.change import Change, Setting, format_number, parse_change
@@ -22,7 +23,6 @@ from flowdeck.engine.snapshot import Settings, settings_of
 from flowdeck.engine.spec import FIELDS, RunSpec
 from flowdeck.engine.worker import _APPLY
 from flowdeck.tui.app import FlowdeckApp
-from flowdeck.tui.cli import build_parser
 from flowdeck.tui.keys import KEY_TABLE, step_change
 from flowdeck.tui.screens.live import LiveScreen
 from tests.engine.controller_fakes import FAKE_RUNTIME

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from flowdeck.cli.common import add_spec_arguments, spec_from_args
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.spec import FIELDS, RunSpec, ScheduleStep, load_spec_file, spec_from_mapping
-from flowdeck.tui.cli.common import add_spec_arguments, spec_from_args
 
 
 def test_defaults_are_valid() -> None:

@@ -33,7 +33,7 @@ from flowdeck.engine.tls import (
 from tests.private_nodes import PrivateNodes
 
 ROOT = Path(__file__).resolve().parents[2]
-FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 
 
 @dataclass(frozen=True)

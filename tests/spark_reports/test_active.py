@@ -1,5 +1,5 @@
 """msg/s on the run summary's basis: a phase's messages over the clients' active time in it
-(``spark_reports.active``), on hand-made rows whose every figure is worked out here."""
+(``figures.active``), on hand-made rows whose every figure is worked out here."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from flowdeck.spark_reports.active import ActiveSpans, phase_throughput, whole_throughput
-from flowdeck.spark_reports.phases import split_phases
+from flowdeck.figures.active import ActiveSpans, phase_throughput, whole_throughput
+from flowdeck.figures.phases import split_phases
 
 START = 1_700_000_000.0
 START_US = 1_700_000_000_000_000

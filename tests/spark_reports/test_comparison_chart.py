@@ -20,11 +20,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from flowdeck.engine.recording.format import OUTCOME_COMPLETED, SCHEMA_VERSION, Manifest
+from flowdeck.figures.phases import Phase
+from flowdeck.figures.verdict import Verdict
 from flowdeck.spark_reports.charts import comparison_chart, comparison_figure
 from flowdeck.spark_reports.figures import PhaseFigures, SessionFigures
-from flowdeck.spark_reports.phases import Phase
 from flowdeck.spark_reports.sessions import Session
-from flowdeck.spark_reports.verdict import Verdict
 
 RATE = 2000.0
 SECONDS = 10
@@ -187,9 +187,9 @@ def test_the_comparison_table_has_the_row_the_chart_draws() -> None:
     dashed level, not a figure in the sweep's row 400."""
     from dataclasses import replace
 
+    from flowdeck.figures.verdict import Recommendation
     from flowdeck.spark_reports.compare import comparison_table
     from flowdeck.spark_reports.figures import Sweep
-    from flowdeck.spark_reports.verdict import Recommendation
 
     sweep = SWEEP[1]
     recommended = Recommendation(20, ())

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from flowdeck.spark_reports.phases import AFTER_EVERYTHING_US, BEFORE_EVERYTHING_US, split_phases
-from flowdeck.spark_reports.verdict import (
+from flowdeck.figures.phases import AFTER_EVERYTHING_US, BEFORE_EVERYTHING_US, split_phases
+from flowdeck.figures.verdict import (
     PhaseLoad,
     SweepPoint,
     Verdict,
@@ -226,7 +226,7 @@ def test_the_load_keeps_its_target_when_its_last_second_holds_the_stopping_row()
     20.333 s with target 0 because the worker stopped. Both rows hold the middle of second
     19, a load second: the phase keeps its 800 msg/s target and is judged against it,
     not read as publishers without a rate limit."""
-    from flowdeck.spark_reports.stats import client_seconds, phase_client_stats
+    from flowdeck.figures.stats import client_seconds, phase_client_stats
 
     phases = split_phases([event(20.014, "drain", "publishing stopped")], START, START + 21)
     start_us = round(START * 1e6)

@@ -37,7 +37,7 @@ def recorded(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     sessions = tmp_path_factory.mktemp("real-sessions")
     queue = f"flowdeck-test-report-rates-{uuid.uuid4().hex[:8]}"
     result = subprocess.run(
-        [sys.executable, "-m", "flowdeck.tui.cli", "run", "--uri", SHARED_URI,
+        [sys.executable, "-m", "flowdeck.cli", "run", "--uri", SHARED_URI,
          "--queue-pattern", f"{queue}-%d", "--duration", "5", "--rate", "300",
          "--publishers", "2", "--consumers", "2", "--workers", "2", "--drain", "2",
          "--change", "2.5s:inflight=20", "--sessions-dir", str(sessions), "--cleanup",

@@ -272,7 +272,7 @@ def test_cli_writes_the_report(
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from flowdeck.tui.cli import main
+    from flowdeck.cli import main
 
     # One session by id prefix under --sessions-dir (as `flowdeck sessions show` takes
     # it), one by path.
@@ -292,9 +292,9 @@ def test_cli_writes_the_report(
 def test_session_ids_resolve_like_sessions_show(
     sessions: dict[str, SyntheticSession], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from flowdeck.cli import build_parser
+    from flowdeck.cli.report import resolve_sessions
     from flowdeck.spark_reports.inputs import InputError
-    from flowdeck.tui.cli import build_parser
-    from flowdeck.tui.cli.report import resolve_sessions
 
     root = sessions["classic"].path.parent
     monkeypatch.setenv("FLOWDECK_SESSIONS_DIR", str(root))
@@ -336,8 +336,8 @@ def test_a_bad_session_fails_before_spark_starts(
 ) -> None:
     import json
 
+    from flowdeck.cli import main
     from flowdeck.engine.recording.format import MANIFEST
-    from flowdeck.tui.cli import main
 
     monkeypatch.setattr("flowdeck.spark_reports.job.spark_session", no_spark)
     root = tmp_path / "sessions"
@@ -362,8 +362,8 @@ def test_an_unwritable_out_fails_before_spark_starts(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    from flowdeck.cli import main
     from flowdeck.spark_reports.job import main as job_main
-    from flowdeck.tui.cli import main
 
     monkeypatch.setattr("flowdeck.spark_reports.job.spark_session", no_spark)
     session = str(sessions["classic"].path)
@@ -380,7 +380,7 @@ def test_an_unwritable_out_fails_before_spark_starts(
 def test_cli_names_a_path_that_is_not_a_session(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from flowdeck.tui.cli import main
+    from flowdeck.cli import main
 
     code = main(["report", str(tmp_path), "--out", str(tmp_path / "r")])
     assert code == 2
@@ -398,8 +398,8 @@ def test_report_skips_a_garbage_part_and_an_unreadable_session(
     import json
     import shutil
 
+    from flowdeck.cli import main
     from flowdeck.engine.recording.format import MANIFEST
-    from flowdeck.tui.cli import main
 
     broken = tmp_path / "quorum-with-garbage"
     shutil.copytree(sessions["quorum"].path, broken)
@@ -429,7 +429,7 @@ def test_report_skips_a_garbage_part_and_an_unreadable_session(
 
 
 def test_phase_target_is_over_the_seconds_not_paused() -> None:
-    from flowdeck.spark_reports.stats import phase_client_stats
+    from flowdeck.figures.stats import phase_client_stats
 
     def second(phase: int, sec: int, target: float | None, paused: int) -> dict[str, Any]:
         publish = 0.0 if paused or target is None else 200.0

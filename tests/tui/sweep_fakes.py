@@ -20,7 +20,7 @@ from flowdeck.engine.progress import Percentiles, Tick
 from flowdeck.engine.sinks import RunStarted
 from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
 from flowdeck.engine.spec import RunSpec
-from flowdeck.spark_reports.verdict import PhaseLoad
+from flowdeck.figures.verdict import PhaseLoad
 from tests.tui.fakes import T0
 
 #: Four publishers at 500 msg/s each.

@@ -165,8 +165,8 @@ async def test_loading_a_preset_keeps_the_masked_uri_and_its_password(tmp_path: 
 async def test_the_cockpit_masks_flowdeck_uri_and_each_node_of_a_cluster(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from flowdeck.tui.cli import build_parser
-    from flowdeck.tui.cli.cockpit import initial_spec
+    from flowdeck.cli import build_parser
+    from flowdeck.cli.cockpit import initial_spec
 
     cluster = "amqp://guest:s3cret@127.0.0.1:5672/%2F,amqp://guest:0ther@127.0.0.1:5673/%2F"
     monkeypatch.setenv("FLOWDECK_URI", cluster)

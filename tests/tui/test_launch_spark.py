@@ -107,8 +107,8 @@ def test_the_cockpit_takes_flowdeck_uri_as_run_and_the_demo_do(
 ) -> None:
     """FLOWDECK_URI fills the form's uri (a given --uri or a spec file's own uri wins), so
     the launch shows where the run goes instead of quietly starting a private node."""
-    from flowdeck.tui.cli import build_parser
-    from flowdeck.tui.cli.cockpit import initial_spec
+    from flowdeck.cli import build_parser
+    from flowdeck.cli.cockpit import initial_spec
 
     monkeypatch.setenv("FLOWDECK_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
     given = build_parser().parse_args(["cockpit", "--uri", "amqp://other:5672/%2F"])

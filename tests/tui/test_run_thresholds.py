@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def flowdeck(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "flowdeck.tui.cli", *args],
+        [sys.executable, "-m", "flowdeck.cli", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

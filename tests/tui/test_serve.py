@@ -15,7 +15,7 @@ import pytest
 
 from flowdeck.collectors.local_broker import free_port
 
-FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 #: Longest the server may take to answer its first request (imports on a loaded machine).
 START_LIMIT = 30.0
 
@@ -69,12 +69,12 @@ def test_serve_answers_with_the_textual_serve_page_on_loopback(
     server.send_signal(signal.SIGTERM)
     assert server.wait(timeout=15) == 0
     output = server.stdout.read() if server.stdout else ""
-    assert "flowdeck.tui.cli demo" in output  # what each browser tab runs
+    assert "flowdeck.cli demo" in output  # what each browser tab runs
     assert "Traceback" not in output
 
 
 def test_serve_refuses_a_bad_port_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
-    from flowdeck.tui.cli import main
+    from flowdeck.cli import main
 
     assert main(["serve", "--port", "70000"]) == 2
     assert capsys.readouterr().err == "flowdeck serve: --port must be 1..65535, got 70000\n"
@@ -99,8 +99,8 @@ def test_serve_says_when_the_port_is_taken() -> None:
 def test_the_served_command_carries_no_broker_uri() -> None:
     """A URI (with its password) on the served command line would show in ps: the tab's
     app reads FLOWDECK_URI from the environment instead."""
-    from flowdeck.tui.cli import build_parser
-    from flowdeck.tui.cli.serve import served_command
+    from flowdeck.cli import build_parser
+    from flowdeck.cli.serve import served_command
 
     parser = build_parser()
     demo = served_command(parser.parse_args(["serve", "--demo", "--scale", "0.5"]))

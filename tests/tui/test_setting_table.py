@@ -2,7 +2,7 @@
 
 The same phases go to the cockpit (as the ticks, snapshots and broker samples its screen
 receives) and to the report's own functions (``PhaseTable`` on the same snapshots, then
-``spark_reports.verdict``): the msg/s figures, the verdicts, their reasons and the
+``figures.verdict``): the msg/s figures, the verdicts, their reasons and the
 recommendation line must be the same.
 """
 
@@ -16,7 +16,7 @@ from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.phase_figures import PhaseFigures
 from flowdeck.engine.progress import Tick
-from flowdeck.spark_reports.verdict import Verdict, judge, ranked_throughput, recommend
+from flowdeck.figures.verdict import Verdict, judge, ranked_throughput, recommend
 from flowdeck.tui.app import FlowdeckApp
 from flowdeck.tui.model import BASIS_REPORT, BASIS_TICKS, RunHistory, human_count, setting_verdicts
 from flowdeck.tui.screens.live import LiveScreen

@@ -19,11 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from flowdeck.tui.cli import main
+from flowdeck.cli import main
 from tests.engine.test_control_api import SteeredRun, end_run, start_steerable_run
 from tests.tui.test_real_run import capture, wait_screen
 
-FLOWDECK = [sys.executable, "-m", "flowdeck.tui.cli"]
+FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 
 
 @pytest.fixture(scope="module")

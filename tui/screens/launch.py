@@ -115,10 +115,10 @@ class SparkFields:
 def spark_placement_for(fields: SparkFields, workers: int) -> SparkPlacement | None:
     """The Spark placement the form's fields ask for with its workers, checked as
     `flowdeck run --spark-master --spark-listen --spark-cert-file --spark-key-file`
-    checks them (``tui.cli.common.spark_placement_of``; None: local worker processes);
+    checks them (``engine.provision.spark_placement_of``; None: local worker processes);
     SpecError in the form's words, naming the field it belongs to (``workers`` problems
     show under the master). Nothing listens or starts before launch."""
-    from flowdeck.tui.cli.common import spark_placement_of
+    from flowdeck.engine import spark_placement_of
 
     try:
         return spark_placement_of(

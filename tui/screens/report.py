@@ -30,8 +30,8 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from flowdeck.figures.verdict import Verdict
 from flowdeck.spark_reports.tables import Cell, format_cell
-from flowdeck.spark_reports.verdict import Verdict
 from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.model import SWEEP_SETTINGS
 from flowdeck.tui.widgets.footer import FittingFooter

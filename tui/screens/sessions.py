@@ -263,7 +263,7 @@ class SessionsScreen(Screen[None]):
         command = [
             sys.executable,
             "-m",
-            "flowdeck.tui.cli",
+            "flowdeck.cli",
             "report",
             *map(str, paths),
             "--out",

@@ -5,7 +5,7 @@ best?". The report answers after the run; this table answers while it goes, with
 rules: each phase's msg/s as the report and ``flowdeck run --json`` give it
 (``model.phase_figures``: messages over the clients' active time in the phase), the
 median consume rate once the phase settled beside it, the report's verdict
-(``spark_reports.verdict.judge``) and, once a setting has run at two values, the line
+(``figures.verdict.judge``) and, once a setting has run at two values, the line
 the report would print ("recommended inflight=…"), its phase highlighted.
 """
 
@@ -17,7 +17,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from flowdeck.engine import STEERABLE, Setting
-from flowdeck.spark_reports.verdict import Verdict
+from flowdeck.figures.verdict import Verdict
 from flowdeck.tui.model import (
     BASIS_TICKS,
     SETTING_TAGS,

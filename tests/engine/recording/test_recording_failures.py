@@ -204,7 +204,7 @@ TICK_LINE = re.compile(r"^\[\s*\d+/\d+ s\]")
 
 def run_args(unique_name: str, sessions: Path, duration: int) -> list[str]:
     return [
-        sys.executable, "-m", "flowdeck.tui.cli", "run",
+        sys.executable, "-m", "flowdeck.cli", "run",
         "--uri", "amqp://guest:guest@127.0.0.1:5672/%2F",
         "--management-url", SHARED_MANAGEMENT,
         "--publishers", "1", "--consumers", "1", "--rate", "20",

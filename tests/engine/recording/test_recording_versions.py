@@ -11,12 +11,12 @@ import pyarrow.parquet as pq
 import pytest
 from _synthetic import SPEC, SyntheticWorker, broker_sample
 
+from flowdeck.cli import main
 from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.recording import format as fmt
 from flowdeck.engine.recording.reader import RECORDED_NODES, list_sessions, open_session
 from flowdeck.engine.recording.recorder import Recorder
 from flowdeck.engine.snapshot import Counters
-from flowdeck.tui.cli import main
 
 OLD_SESSION = Path(__file__).parent / "fixtures" / "format-1.0-session"
 

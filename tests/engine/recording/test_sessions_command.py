@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from test_recording_roundtrip import SECONDS, WORKERS, record_synthetic_run
 
+from flowdeck.cli import main
 from flowdeck.engine.recording.recorder import SESSIONS_DIR_ENV
-from flowdeck.tui.cli import main
 
 
 def test_list_show_export_delete(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -34,7 +34,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowdeck.spark_reports.phases import Phase, middle_of, phase_at, second_of
+from flowdeck.figures.phases import Phase, middle_of, phase_at, second_of
 
 Row = dict[str, Any]
 #: (client-table count, rate name) of the counts with an active span.

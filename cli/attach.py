@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from flowdeck.cli.steer import add_endpoint_arguments, endpoint_from
 from flowdeck.engine import FlowdeckError, RemoteRun
-from flowdeck.tui.cli.steer import add_endpoint_arguments, endpoint_from
 
 
 def register(subparsers: Any) -> None:

@@ -40,7 +40,7 @@ def completion_script(shell: str) -> str:
         import shtab
     except ImportError:
         raise FlowdeckError("shell completion needs the shtab package: pip install shtab") from None
-    from flowdeck.tui.cli import build_parser
+    from flowdeck.cli import build_parser
 
     parser: argparse.ArgumentParser = build_parser()
     script: str = shtab.complete(parser, shell=shell)

@@ -55,7 +55,7 @@ def register(subparsers: Any) -> None:
 
 def served_command(args: argparse.Namespace) -> list[str]:
     """The command each browser tab runs: this Python's flowdeck, cockpit or demo."""
-    command = [sys.executable, "-m", "flowdeck.tui.cli"]
+    command = [sys.executable, "-m", "flowdeck.cli"]
     if not args.demo:
         return [*command, "cockpit"]
     command.append("demo")

@@ -15,6 +15,13 @@ from typing import Any
 
 import tomli_w
 
+from flowdeck.cli.common import (
+    flag_values,
+    parse_duration,
+    parse_schedule_flag,
+    parse_step,
+    spec_from_args,
+)
 from flowdeck.engine import (
     RunSpec,
     SpecError,
@@ -22,13 +29,6 @@ from flowdeck.engine import (
     preset,
     spec_from_mapping,
     spec_from_perftest,
-)
-from flowdeck.tui.cli.common import (
-    flag_values,
-    parse_duration,
-    parse_schedule_flag,
-    parse_step,
-    spec_from_args,
 )
 
 

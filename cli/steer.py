@@ -11,6 +11,7 @@ import argparse
 import sys
 from typing import Any
 
+from flowdeck.cli import usage_error
 from flowdeck.engine import (
     ControlClient,
     ControlRefused,
@@ -19,7 +20,6 @@ from flowdeck.engine import (
     endpoint_for,
     parse_change,
 )
-from flowdeck.tui.cli import usage_error
 
 
 def add_endpoint_arguments(parser: argparse.ArgumentParser, default: Any = None) -> None:

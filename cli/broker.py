@@ -24,28 +24,17 @@ the others and the clients while it keeps running, and ``heal NODE`` puts it bac
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import platformdirs
-
-from flowdeck.engine import FlowdeckError, SpecError
+from flowdeck.engine import FlowdeckError, SpecError, started_state, state_file
 
 if TYPE_CHECKING:
-    from flowdeck.collectors import LocalBroker, LocalCluster, LocalNodes, RegisteredNode
+    from flowdeck.collectors import LocalBroker, LocalCluster, RegisteredNode
 
-STATE_ENV = "FLOWDECK_BROKER_STATE"
 _NO_CLUSTER = "no private cluster is running (start one: flowdeck broker start --nodes 3)"
-
-
-def state_file() -> Path:
-    """``$FLOWDECK_BROKER_STATE`` if set, else ``local-broker.json`` in the state dir."""
-    if os.environ.get(STATE_ENV):
-        return Path(os.environ[STATE_ENV])
-    return Path(platformdirs.user_state_dir("flowdeck")) / "local-broker.json"
 
 
 def register(subparsers: Any) -> None:
@@ -174,27 +163,11 @@ def _print_node(node: Any) -> None:
     print(f"data        {node.base_dir}")
 
 
-def _attached_state() -> LocalBroker | LocalCluster | None:
-    """The node or cluster ``start`` left (its state file), or None."""
-    from flowdeck.collectors import attach_state, load_state
-
-    path = state_file()
-    if not path.exists():
-        return None
-    try:
-        return attach_state(load_state(path))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise SpecError(
-            STATE_ENV,
-            f"the broker state file {path} cannot be read ({exc}); delete it and start again",
-        ) from None
-
-
 def _attached() -> Any | None:
     """The node ``start`` left, to talk to: of a cluster, its first running node."""
     from flowdeck.collectors import LocalCluster
 
-    found = _attached_state()
+    found = started_state()
     if isinstance(found, LocalCluster):
         return next((n for n in found.nodes if n.running), found.nodes[0])
     return found
@@ -207,7 +180,7 @@ def _cluster_node(
     ``node_ref``; SpecError (exit 2) when there is no cluster or no such node."""
     from flowdeck.collectors import LocalCluster
 
-    found = _attached_state() if cluster is None else cluster
+    found = started_state() if cluster is None else cluster
     if not isinstance(found, LocalCluster):
         raise SpecError("node", _NO_CLUSTER)
     cluster = found
@@ -216,52 +189,6 @@ def _cluster_node(
         names = ", ".join(f"{n} ({each.nodename})" for n, each in enumerate(cluster.nodes, 1))
         raise SpecError("node", f"no node {node_ref!r} in cluster {cluster.name}; it has {names}")
     return cluster, node
-
-
-def started_node_for(uri: str) -> Any | None:
-    """The node ``flowdeck broker start`` left running, when ``uri`` points at its AMQP
-    port on this machine: its management URL is not the one guessed from the uri (the
-    node's ports are free ones), so a run against it uses the node's own."""
-    from flowdeck.collectors import BrokerUriError, parse_broker_uri
-
-    try:
-        parsed = parse_broker_uri(uri)
-    except BrokerUriError:
-        return None
-    port = parsed.port
-    if port is None:
-        return None
-    try:
-        found = _attached_state()
-    except FlowdeckError:
-        return None
-    from flowdeck.collectors import LocalCluster
-
-    nodes = found.nodes if isinstance(found, LocalCluster) else [found]
-    for node in nodes:
-        if node is None or node.amqp_port != port or not node.running:
-            continue
-        # a node of a cluster in namespaces answers on its own address, not loopback
-        loopback = ("127.0.0.1", "localhost", "::1")
-        if parsed.host == node.host or (node.host == "127.0.0.1" and parsed.host in loopback):
-            return node
-    return None
-
-
-def started_local_nodes() -> LocalNodes | None:
-    """The node or cluster ``start`` left running, as what a run's node faults act on: a
-    node they start again is left running as ``start NODE`` leaves it, and the state file
-    follows every fault (a restarted node has a new pid)."""
-    from flowdeck.collectors import LocalNodes, save_state
-
-    try:
-        found = _attached_state()
-    except FlowdeckError:
-        return None
-    if found is None:
-        return None
-    path = state_file()
-    return LocalNodes(found, detached=True, on_change=lambda: save_state(path, found.to_state()))
 
 
 def _start(args: argparse.Namespace) -> int:
@@ -282,7 +209,7 @@ def _start(args: argparse.Namespace) -> int:
             "--amqp-port, --management-port and --prometheus-port name one node's ports; a "
             "cluster's nodes get free ones (leave them out)",
         )
-    running = _attached_state()
+    running = started_state()
     if running is not None and running.running:
         print(f"a private {_kind(running)} is already running:")
         _print_any(running)
@@ -428,7 +355,7 @@ def _status(args: argparse.Namespace) -> int:
     del args
     from flowdeck.collectors import LocalCluster, registered_nodes
 
-    found = _attached_state()
+    found = started_state()
     owned = registered_nodes()
     code = 0
     said = found is not None and (found.running or _data_kept(found))
@@ -477,7 +404,7 @@ def _stop(args: argparse.Namespace) -> int:
 
     if args.node is not None:
         return _stop_one(args)
-    found = _attached_state()
+    found = started_state()
     path = state_file()
     if found is None:
         print("no private node is running")
@@ -569,7 +496,7 @@ def _network_fault(args: argparse.Namespace) -> int:
 def _restart(args: argparse.Namespace) -> int:
     from flowdeck.collectors import LocalCluster, SourceError, save_state
 
-    found = _attached_state()
+    found = started_state()
     path = state_file()
     if found is None and args.name is not None:
         raise SpecError("node", _NO_CLUSTER)
@@ -652,7 +579,7 @@ _ALARM_LIMITS = {"memory": ("0.0001", None), "disk": (None, "1000000GB"), "clear
 def _alarm(args: argparse.Namespace) -> int:
     from flowdeck.collectors import LocalCluster
 
-    found = _attached_state()
+    found = started_state()
     if found is None or not found.running:
         print("no private node is running (start one: flowdeck broker start)")
         return 1

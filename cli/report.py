@@ -15,8 +15,8 @@ import os
 import sys
 from typing import Any
 
+from flowdeck.cli.sessions import add_sessions_dir_argument, sessions_root
 from flowdeck.engine import FlowdeckError, SessionNotFound, find_session
-from flowdeck.tui.cli.sessions import add_sessions_dir_argument, sessions_root
 
 
 def register(subparsers: Any) -> None:

@@ -72,8 +72,8 @@ def _broker(args: argparse.Namespace) -> Broker:
     uri = args.uri or os.environ.get(URI_ENV, "")
     management_url, interval = args.management_url, args.statistics_interval
     if not uri and not args.management_url and not args.prometheus_url:
+        from flowdeck.cli.broker import _attached
         from flowdeck.collectors import registered_nodes
-        from flowdeck.tui.cli.broker import _attached
 
         node = _attached()
         owned = registered_nodes()  # a cockpit's or a running `flowdeck run`'s node

@@ -76,7 +76,7 @@ def conclude(
 ) -> int:
     """Check the thresholds, print the summary (text on ``out`` or JSON on stdout), write
     the JUnit file; the exit code."""
-    from flowdeck.tui.cli.run import print_summary  # run.py imports this module
+    from flowdeck.cli.run import print_summary  # run.py imports this module
 
     results = evaluate_thresholds(
         parse_thresholds(spec.thresholds), summary, phases, target_rate=spec.target_rate

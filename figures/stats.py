@@ -16,7 +16,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from flowdeck.spark_reports.phases import Phase, middle_of, phase_at, second_of
+from flowdeck.figures.phases import Phase, middle_of, phase_at, second_of
 
 PERCENTILES: tuple[int, ...] = (50, 75, 95, 99)
 #: Client rows covering less than this many seconds are left out of rates and gauges.
@@ -116,7 +116,7 @@ def phase_client_stats(
     seconds: Iterable[Row], throughput: Mapping[tuple[str, int], Row]
 ) -> list[Row]:
     """Per session and phase: messages, active seconds and rate means on the summary's
-    basis (``throughput``: :func:`spark_reports.active.phase_throughput` per session and
+    basis (``throughput``: :func:`figures.active.phase_throughput` per session and
     phase), population standard deviations and minima of the rates over its seconds (how
     steady), the target over its seconds not paused (when each of them has one), gauge
     means and maxima, blocked and paused seconds, and each setting's most common value.
@@ -154,7 +154,7 @@ def phase_client_stats(
 
 def session_client_stats(seconds: Iterable[Row], whole: Mapping[str, Row]) -> list[Row]:
     """Per session: seconds with data, the whole run's messages, active seconds and rate
-    means (``whole``: :func:`spark_reports.active.whole_throughput` per session), the
+    means (``whole``: :func:`figures.active.whole_throughput` per session), the
     largest pending confirms and the seconds with a blocked connection."""
     result = []
     grouped = _grouped(seconds, "session")

@@ -19,6 +19,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from flowdeck.cli.common import (
+    add_broker_arguments,
+    add_spec_arguments,
+    management_password_from,
+    parse_duration,
+    parse_number,
+)
+from flowdeck.cli.import_perftest import add_perftest_option, spec_from_run_args
+from flowdeck.cli.summary import (
+    add_threshold_arguments,
+    conclude,
+    rate_basis,
+    with_thresholds,
+)
 from flowdeck.collectors import Broker, BrokerSample, redact
 from flowdeck.engine import (
     INSECURE_WARNING,
@@ -37,30 +51,16 @@ from flowdeck.engine import (
     SpecError,
     Tick,
     TlsOptions,
+    broker_for,
     check_exposure,
     parse_control_address,
+    prometheus_for,
     resolve_uri,
     server_tls_context,
-    tls_options,
-    with_tls_options,
-)
-from flowdeck.tui.cli.common import (
-    add_broker_arguments,
-    add_spec_arguments,
-    broker_for,
-    management_password_from,
-    parse_duration,
-    parse_number,
-    prometheus_for,
     spark_placement_of,
     spec_naming,
-)
-from flowdeck.tui.cli.import_perftest import add_perftest_option, spec_from_run_args
-from flowdeck.tui.cli.summary import (
-    add_threshold_arguments,
-    conclude,
-    rate_basis,
-    with_thresholds,
+    tls_options,
+    with_tls_options,
 )
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def register(subparsers: Any) -> None:
         "queues, no confirms, in-flight sweep, sweep with multiple-flag acks) one after the "
         "other, each recorded as its own session; --scale and flags apply to each",
     )
-    add_perftest_option(parser)  # --perftest "PerfTest options" (tui/cli/import_perftest.py)
+    add_perftest_option(parser)  # --perftest "PerfTest options" (cli/import_perftest.py)
     add_broker_arguments(parser)
     add_secret_arguments(parser)
     add_control_arguments(parser)

@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="store_true", help="print versions and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        module = importlib.import_module(f"flowdeck.tui.cli.{name}")
+        module = importlib.import_module(f"flowdeck.cli.{name}")
         module.register(subparsers)
     return parser
 
@@ -97,7 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _dispatch(words: list[str]) -> int:
     if words == ["--version"]:  # answer without building every subcommand's parser
-        from flowdeck.tui.cli.versions import print_versions
+        from flowdeck.cli.versions import print_versions
 
         print_versions()
         return 0
@@ -108,7 +108,7 @@ def _dispatch(words: list[str]) -> int:
     if unknown:
         usage_error(args.command_prog, f"unrecognized arguments: {' '.join(unknown)}")
     if args.version:
-        from flowdeck.tui.cli.versions import print_versions
+        from flowdeck.cli.versions import print_versions
 
         print_versions()
         return 0

@@ -1,0 +1,5 @@
+import sys
+
+from flowdeck.cli import main
+
+sys.exit(main())

@@ -1,5 +1,0 @@
-import sys
-
-from flowdeck.tui.cli import main
-
-sys.exit(main())
