@@ -394,10 +394,6 @@ def _run_one(args: argparse.Namespace) -> int:
             workers=placement.workers if placement is not None else None,
             placement=placement,
         )
-        from flowdeck.engine import PhaseTable
-
-        phase_table = PhaseTable()  # the per-phase figures of the JSON summary and thresholds
-        controller.add_sink(phase_table)
         if autotune is not None:
             Autopilot(controller, **autotune).attach()  # begins when the run starts
         endpoint = None
@@ -421,7 +417,7 @@ def _run_one(args: argparse.Namespace) -> int:
         finally:
             if endpoint is not None:
                 endpoint.stop()
-    code = conclude(args, controller.spec, summary, phase_table.figures(summary.ended), progress)
+    code = conclude(args, controller.spec, summary, controller.phase_table.figures(), progress)
     if placement is not None:
         print_hosts(placement.rows, progress)
     return code
@@ -583,7 +579,7 @@ def print_summary(summary: RunSummary, out: TextIO) -> None:
     lines = [
         "",
         f"run {summary.name} {summary.outcome} ({summary.stop_reason}) after "
-        f"{summary.duration:.1f} s, {summary.phases} phase(s)",
+        f"{summary.duration:.1f} s",
         f"{'messages':<34}{'count':>12}{'mean rate':>14}",
     ]
     for label, count, rate in rows:

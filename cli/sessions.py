@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from flowdeck.cli.summary import print_phases
 from flowdeck.collectors import redact
 from flowdeck.engine import (
     SESSIONS_DIR_ENV,
@@ -26,11 +27,10 @@ from flowdeck.engine import (
     delete_session,
     export_csv,
     list_sessions,
-    open_session,
     open_session_by_id,
 )
 from flowdeck.engine import session_format as fmt
-from flowdeck.tui.model import sustained_peak
+from flowdeck.figures.trend import PEAK_WINDOW_S, sustained_peak
 
 #: What "peak" means in the sessions list and ``sessions show``: the best rate the run held,
 #: not its best second (a catch-up burst after an alarm or a pause is one second).
@@ -94,8 +94,11 @@ def list_command(args: argparse.Namespace) -> int:
         problem = " ".join(info.problem.split())
         print(f"flowdeck: skipped session {info.session_id}: {problem}", file=sys.stderr)
     readable = [info for info in infos if not info.problem]
-    header = ("ID", "START", "NAME", "DURATION", "OUTCOME", "PHASES", "PEAK PUB/s", "PEAK CONS/s")
-    rows = [header, *(_list_row(info, _sustained_peaks(info.path)) for info in readable)]
+    header = (
+        "ID", "START", "NAME", "DURATION", "OUTCOME", "PHASES",
+        f"PEAK PUB/s ({PEAK_WINDOW_S} s HELD)", f"PEAK CONS/s ({PEAK_WINDOW_S} s HELD)",
+    )  # fmt: skip
+    rows = [header, *(_list_row(info) for info in readable)]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     right = {3, 5, 6, 7}
     for row in rows:
@@ -110,19 +113,7 @@ def list_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sustained_peaks(path: Path) -> tuple[float | None, float | None]:
-    """Publish and consume peaks as :data:`PEAK_MEANING` says, from the per-second series."""
-    try:
-        series = open_session(path).client_per_second()
-    except (OSError, ValueError, FlowdeckError):  # pyarrow's errors are OSError or ValueError
-        return None, None
-    return (
-        sustained_peak(series.column("published_rate").to_pylist()),
-        sustained_peak(series.column("consumed_rate").to_pylist()),
-    )
-
-
-def _list_row(info: SessionInfo, peaks: tuple[float | None, float | None]) -> tuple[str, ...]:
+def _list_row(info: SessionInfo) -> tuple[str, ...]:
     return (
         info.session_id,
         _local_time(info.start),
@@ -130,8 +121,8 @@ def _list_row(info: SessionInfo, peaks: tuple[float | None, float | None]) -> tu
         _seconds(info.duration),
         info.outcome,
         str(info.phases),
-        _rate(peaks[0]),
-        _rate(peaks[1]),
+        _rate(info.peak_publish_rate),
+        _rate(info.peak_consume_rate),
     )
 
 
@@ -164,12 +155,16 @@ def show_command(args: argparse.Namespace) -> int:
             ", ".join(f"{name} {getattr(totals, name):,}" for name in totals.__dataclass_fields__),
         )
     )
-    series = session.client_per_second()
-    for label, column in (("publish", "published_rate"), ("consume", "consumed_rate")):
-        peak = max(series.column(column).to_pylist(), default=None)
+    figures = session.figures()
+    for label in ("publish", "consume"):
+        peak = sustained_peak([row[f"{label}_rate"] for row in figures.seconds])
         mean, basis = _mean_rate(label, summary, totals, session)
         lines.append(
-            (label, f"mean {_rate(mean, 1)} msg/s ({basis}), peak {_rate(peak)} msg/s in a second")
+            (
+                label,
+                f"mean {_rate(mean, 1)} msg/s ({basis}), peak {_rate(peak)} msg/s held "
+                f"for {PEAK_WINDOW_S} s",
+            )
         )
     for kind in LatencyKind:
         for basis in SendBasis:
@@ -179,7 +174,7 @@ def show_command(args: argparse.Namespace) -> int:
                     (
                         f"{kind.value} {basis.value}",
                         f"p50 {p.p50:.2f} p75 {p.p75:.2f} p95 {p.p95:.2f} p99 {p.p99:.2f} "
-                        f"max {p.max:.2f} ms ({p.count:,} samples)",
+                        f"p99.9 {p.p999:.2f} max {p.max:.2f} ms ({p.count:,} samples)",
                     )
                 )
     safety = summary.get("safety")
@@ -188,7 +183,7 @@ def show_command(args: argparse.Namespace) -> int:
     broker = session.table(fmt.BROKER_DIR)
     if broker.num_rows:
         lines.append(("broker samples", f"{broker.num_rows:,}"))
-    lines.append(("phases", str(session.phases)))
+    lines.append(("phases", str(len(figures.phases))))
     if manifest.recording_error:
         lines.append(("recording", manifest.recording_error))
     if session.torn_event_lines:
@@ -198,6 +193,8 @@ def show_command(args: argparse.Namespace) -> int:
     width = max(len(label) for label, _ in lines)
     for label, value in lines:
         print(f"{label.ljust(width)}  {value}")
+    print()
+    print_phases(figures, sys.stdout)
     print()
     events = session.events
     print(f"events ({len(events)})")

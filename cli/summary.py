@@ -12,13 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from flowdeck.engine import (
     THRESHOLDS_FAILED_EXIT,
-    PhaseFigures,
     RunSpec,
     RunSummary,
     SpecError,
@@ -26,9 +25,9 @@ from flowdeck.engine import (
     evaluate_thresholds,
     parse_thresholds,
     spec_from_mapping,
-    summary_document,
     write_junit,
 )
+from flowdeck.figures import RunFigures
 
 
 def add_threshold_arguments(parser: argparse.ArgumentParser) -> None:
@@ -71,23 +70,25 @@ def conclude(
     args: argparse.Namespace,
     spec: RunSpec,
     summary: RunSummary,
-    phases: Sequence[PhaseFigures],
+    figures: RunFigures | None,
     out: TextIO,
 ) -> int:
     """Check the thresholds, print the summary (text on ``out`` or JSON on stdout), write
     the JUnit file; the exit code."""
     from flowdeck.cli.run import print_summary  # run.py imports this module
 
+    phases = () if figures is None else figures.phases
     results = evaluate_thresholds(
         parse_thresholds(spec.thresholds), summary, phases, target_rate=spec.target_rate
     )
     try:
         if args.json:
-            document = summary_document(summary, spec.redacted(), phases, results)
+            document = summary_document(summary, spec.redacted(), figures, results)
             print(json.dumps(document, indent=2))
         else:
             print_summary(summary, out)
-            print_phases(phases, out)
+            if figures is not None:
+                print_phases(figures, out)
             print_thresholds(results, out)
     except OSError:
         pass  # the terminal was closed (SIGHUP): the session holds the summary
@@ -98,6 +99,35 @@ def conclude(
     if summary.outcome == "failed":
         return 1
     return THRESHOLDS_FAILED_EXIT if any(not r.passed for r in results) else 0
+
+
+def summary_document(
+    summary: RunSummary,
+    spec: Mapping[str, Any],
+    figures: RunFigures | None,
+    thresholds: Sequence[ThresholdResult],
+) -> dict[str, Any]:
+    """The JSON summary a script reads: the summary, the spec as it ran (``spec`` must be
+    redacted: ``RunSpec.redacted()``), the per-phase table and the recommendations with the
+    report's figures (``figures.run``), and every threshold's result (``thresholds_passed``
+    false when one failed)."""
+    phases = () if figures is None else figures.phases
+    return {
+        **summary.to_json(),
+        "phases": len(phases) or summary.phases,
+        "spec": dict(spec),
+        "phase_table": [phase.to_json() for phase in phases],
+        "recommendations": [
+            {
+                "setting": sweep.setting,
+                "value": sweep.recommendation.value,
+                "reasoning": list(sweep.recommendation.reasoning),
+            }
+            for sweep in (() if figures is None else figures.sweeps)
+        ],
+        "thresholds": [result.to_json() for result in thresholds],
+        "thresholds_passed": all(result.passed for result in thresholds),
+    }
 
 
 def rate_basis(summary: RunSummary) -> str:
@@ -111,27 +141,34 @@ def rate_basis(summary: RunSummary) -> str:
     )
 
 
-def print_phases(phases: Sequence[PhaseFigures], out: TextIO) -> None:
-    """The per-phase table: the report's figures (msg/s on the summary's basis, latency)."""
+def print_phases(figures: RunFigures, out: TextIO) -> None:
+    """The per-phase table and the recommendations: the report's figures (``figures.run``:
+    msg/s on the summary's basis, latency merged per phase, the verdict rules)."""
+    phases = figures.phases
     if not phases:
         return
     header = (
         f"{'phase':<24}{'seconds':>8}{'target':>10}{'publish':>10}{'confirm':>10}"
-        f"{'consume':>10}{'e2e p50':>9}{'p99':>9}"
+        f"{'consume':>10}{'e2e p50':>9}{'p99':>9}{'p99.9':>9}  verdict"
     )
     lines = [
-        "per phase (msg/s = the phase's messages / the clients' active time in it; latency in ms)",
+        f"{len(phases)} phase(s) (msg/s = the phase's messages / the clients' active time in it; "
+        "latency in ms)",
         header,
     ]
     for phase in phases:
-        e2e = phase.to_json()["latency_ms"].get("e2e_actual", {})
+        e2e = phase.percentiles()
         target = "-" if phase.target_rate is None else f"{phase.target_rate:,.0f}"
         label = f"{phase.index} {phase.label}"[:23]
+        verdict = "" if phase.verdict is None else phase.verdict.value
         lines.append(
-            f"{label:<24}{phase.seconds:>8}{target:>10}{phase.publish_rate_mean:>10,.1f}"
-            f"{phase.confirm_rate_mean:>10,.1f}{phase.consume_rate_mean:>10,.1f}"
-            f"{_ms(e2e.get('p50')):>9}{_ms(e2e.get('p99')):>9}"
+            f"{label:<24}{phase.seconds:>8}{target:>10}{phase.figure('publish_rate_mean'):>10,.1f}"
+            f"{phase.figure('confirm_rate_mean'):>10,.1f}{phase.figure('consume_rate_mean'):>10,.1f}"
+            f"{_ms(e2e and e2e.p50):>9}{_ms(e2e and e2e.p99):>9}{_ms(e2e and e2e.p999):>9}"
+            f"  {verdict}"
         )
+    for sweep in figures.sweeps:
+        lines.append(sweep.recommendation.reasoning[-1])
     out.write("\n".join(lines) + "\n")
     out.flush()
 

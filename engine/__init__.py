@@ -16,7 +16,7 @@ from flowdeck.engine.change import (
 from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.presets import DEFAULT_PRESET, FIGURES, PRESETS, matrix, preset
-from flowdeck.engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
+from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick
 from flowdeck.engine.settings import (
     BY_SETTING,
     COMMANDS,
@@ -24,9 +24,15 @@ from flowdeck.engine.settings import (
     SteerableSetting,
     SteeringCommand,
     Step,
+)
+from flowdeck.engine.snapshot import (
+    ActiveTimes,
+    ClientSnapshot,
+    Counters,
+    Settings,
+    WorkerReport,
     setting_value,
 )
-from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters, Settings, WorkerReport
 from flowdeck.engine.spec import (
     FIELDS,
     RunSpec,
@@ -35,11 +41,12 @@ from flowdeck.engine.spec import (
     schedule_step,
     spec_from_mapping,
 )
+from flowdeck.figures.latency import Percentiles
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from flowdeck.engine.amqp.connection import connect
-    from flowdeck.engine.autotune import Autopilot, Depth, phase_load
+    from flowdeck.engine.autotune import Autopilot
     from flowdeck.engine.control import (
         RUNS_DIR_ENV,
         ControlAddress,
@@ -68,9 +75,8 @@ if TYPE_CHECKING:
     from flowdeck.engine.latency import LatencyKind, SendBasis
     from flowdeck.engine.metrics_endpoint import MetricsEndpoint
     from flowdeck.engine.perftest import spec_from_perftest
-    from flowdeck.engine.phase_figures import PhaseFigures, PhaseTable
+    from flowdeck.engine.phase_figures import PhaseTable
     from flowdeck.engine.process import WorkerPool
-    from flowdeck.engine.progress import summary_document
     from flowdeck.engine.provision import (
         STATE_ENV,
         broker_for,
@@ -130,8 +136,6 @@ _LAZY: dict[str, str] = {
     "started_state": "flowdeck.engine.provision",
     "state_file": "flowdeck.engine.provision",
     "Autopilot": "flowdeck.engine.autotune",
-    "Depth": "flowdeck.engine.autotune",
-    "phase_load": "flowdeck.engine.autotune",
     "ControlAddress": "flowdeck.engine.control",
     "ControlClient": "flowdeck.engine.control",
     "ControlRefused": "flowdeck.engine.control",
@@ -144,13 +148,11 @@ _LAZY: dict[str, str] = {
     "Listener": "flowdeck.engine.sinks",
     "MetricsEndpoint": "flowdeck.engine.metrics_endpoint",
     "METRICS": "flowdeck.engine.thresholds",
-    "PhaseFigures": "flowdeck.engine.phase_figures",
     "PhaseTable": "flowdeck.engine.phase_figures",
     "THRESHOLDS_FAILED_EXIT": "flowdeck.engine.thresholds",
     "ThresholdResult": "flowdeck.engine.thresholds",
     "evaluate_thresholds": "flowdeck.engine.thresholds",
     "parse_thresholds": "flowdeck.engine.thresholds",
-    "summary_document": "flowdeck.engine.progress",
     "write_junit": "flowdeck.engine.thresholds",
     "NullSink": "flowdeck.engine.sinks",
     "Sink": "flowdeck.engine.sinks",
@@ -233,7 +235,6 @@ __all__ = [
     "Controller",
     "Counters",
     "DataSafety",
-    "Depth",
     "Endpoint",
     "EventKind",
     "FlowdeckError",
@@ -245,7 +246,6 @@ __all__ = [
     "NullSink",
     "PendingChange",
     "Percentiles",
-    "PhaseFigures",
     "PhaseTable",
     "RemoteRun",
     "RunEntry",
@@ -296,7 +296,6 @@ __all__ = [
     "parse_control_address",
     "parse_fault",
     "parse_thresholds",
-    "phase_load",
     "preset",
     "prometheus_for",
     "resolve_broker",
@@ -316,7 +315,6 @@ __all__ = [
     "started_node_for",
     "started_state",
     "state_file",
-    "summary_document",
     "tls_options",
     "with_tls_options",
     "write_junit",

@@ -30,8 +30,9 @@ from flowdeck.engine.latency import (
     new_histogram,
     values_at_percentiles,
 )
-from flowdeck.engine.progress import PendingChange, Percentiles, Tick
+from flowdeck.engine.progress import PendingChange, Tick
 from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
+from flowdeck.figures.latency import QUANTILES, Percentiles
 
 if TYPE_CHECKING:
     from flowdeck.engine.spec import ScheduleStep
@@ -83,13 +84,15 @@ def percentiles(histogram: HdrHistogram) -> Percentiles | None:
     count = int(histogram.get_total_count())
     if count == 0:
         return None
-    values = values_at_percentiles(histogram, (50.0, 75.0, 95.0, 99.0))
+    values = values_at_percentiles(histogram, QUANTILES)
+    p50, p75, p95, p99, p999 = (values[q] / 1000.0 for q in QUANTILES)
     return Percentiles(
         count=count,
-        p50=values[50.0] / 1000.0,
-        p75=values[75.0] / 1000.0,
-        p95=values[95.0] / 1000.0,
-        p99=values[99.0] / 1000.0,
+        p50=p50,
+        p75=p75,
+        p95=p95,
+        p99=p99,
+        p999=p999,
         max=histogram.get_max_value() / 1000.0,
     )
 

@@ -36,7 +36,6 @@ them); :class:`Autopilot` drives a run with them.
 from __future__ import annotations
 
 import asyncio
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -47,22 +46,27 @@ from flowdeck.engine.change import Change, format_number
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
-from flowdeck.engine.phase_figures import PhaseFigures, PhaseTable
+from flowdeck.engine.phase_figures import PhaseTable
 from flowdeck.engine.progress import RunSummary, Tick
-from flowdeck.engine.settings import BY_SETTING, Setting, setting_value
-from flowdeck.engine.sinks import NullSink, RunStarted, Sink
-from flowdeck.engine.snapshot import ClientSnapshot, Settings
+from flowdeck.engine.settings import BY_SETTING, Setting
+from flowdeck.engine.sinks import NullSink, Sink
+from flowdeck.engine.snapshot import Settings, setting_value
 from flowdeck.engine.spec import RunSpec
-from flowdeck.figures.verdict import (
+from flowdeck.figures import (
     THROUGHPUT_TOLERANCE,
+    PhaseFigures,
     PhaseLoad,
     Recommendation,
+    RunFigures,
     SweepPoint,
     Verdict,
-    judge,
-    ranked_throughput,
     recommend,
+    sweep_point,
+    variation,
 )
+from flowdeck.figures.phases import phase_at, to_us
+from flowdeck.figures.trend import recent, slope
+from flowdeck.figures.verdict import BACKLOG_MIN
 
 #: The settings the autopilot can search.
 TUNABLE: tuple[Setting, ...] = (Setting.INFLIGHT, Setting.PREFETCH, Setting.ACK_EVERY)
@@ -168,20 +172,6 @@ class SteadyRule:
         return Steadiness(Hold.HOLDING, f"settling: {figures}")
 
 
-def variation(rates: Sequence[float]) -> tuple[float, float]:
-    """Coefficient of variation and trend (|least-squares slope| × span / mean) of
-    ``rates``; both 0 when nothing flowed at all, infinite when the mean is 0 otherwise."""
-    n = len(rates)
-    mean = sum(rates) / n
-    if mean <= 0:
-        return (0.0, 0.0) if all(r == 0 for r in rates) else (math.inf, math.inf)
-    cv = math.sqrt(sum((r - mean) ** 2 for r in rates) / n) / mean
-    x_mean = (n - 1) / 2
-    sxx = sum((x - x_mean) ** 2 for x in range(n))
-    slope = sum((x - x_mean) * (r - mean) for x, r in enumerate(rates)) / sxx
-    return cv, abs(slope) * (n - 1) / mean
-
-
 # -- the search --------------------------------------------------------------------------------
 
 
@@ -212,7 +202,7 @@ class StepResult:
     phase: int
     held_s: float
     steadiness: Steadiness
-    load: PhaseLoad
+    load: PhaseLoad | None
     verdict: Verdict
     reason: str
     point: SweepPoint
@@ -243,8 +233,12 @@ class Search:
         return next((v for v in self.values if v > tried), None)
 
     def add(self, step: StepResult) -> str | None:
-        """Take a judged step; why the search ends with it, or None to go on."""
-        best_before = max((s.point.throughput for s in self.steps), default=0.0)
+        """Take a judged step; why the search ends with it, or None to go on. A step whose
+        verdict does not judge capacity (draining a backlog, catching up, too short) is
+        taken but neither beats the best nor counts as flat."""
+        best_before = max(
+            (s.point.throughput for s in self.steps if s.verdict.judged_capacity), default=0.0
+        )
         self.steps.append(step)
         name = f"{self.setting.value}={step.value}"
         if step.verdict is Verdict.OVERLOADED:
@@ -263,7 +257,9 @@ class Search:
                 f"{name}: backlog {step.backlog:,} messages is past the bound "
                 f"{self.bounds.max_backlog:,}"
             )
-        if best_before > 0 and step.point.throughput <= best_before / THROUGHPUT_TOLERANCE:
+        if not step.verdict.judged_capacity:
+            pass
+        elif best_before > 0 and step.point.throughput <= best_before / THROUGHPUT_TOLERANCE:
             self.flat += 1
         else:
             self.flat = 0
@@ -277,82 +273,24 @@ class Search:
             return f"the ladder ends at {name}"
         return None
 
-    def confirm(self, step: StepResult) -> int | None:
+    def confirm(self, step: StepResult, choice: Recommendation | None = None) -> int | None:
         """Take the phase the run was left in at the chosen value, judged like a step (the
-        report ranks it too, and a steady phase there sets a catch-up step of the same value
-        aside); the value to confirm next when the choice moves with it, else None."""
+        report ranks it too); the value to confirm next when the choice (``choice``: the
+        recommendation over the whole run, else :meth:`choice`) moves with it, else None."""
         self.steps.append(step)
         self.confirmed.add(step.value)
-        chosen = self.choice().value
+        chosen = (choice or self.choice()).value
         return chosen if chosen is not None and chosen not in self.confirmed else None
 
     def best(self) -> SweepPoint:
-        return max((s.point for s in self.steps), key=lambda p: p.throughput)
+        judged = [s.point for s in self.steps if s.verdict.judged_capacity]
+        return max(judged or [s.point for s in self.steps], key=lambda p: p.throughput)
 
     def choice(self) -> Recommendation:
-        """The value to leave the run at: the report's recommendation over the steps."""
+        """The report's recommendation over the steps alone (the autopilot asks the run's
+        own figures, which hold every phase, and falls back to this)."""
         points = [s.point for s in self.steps]
         return recommend(self.setting.value, points, self.bounds.max_p99_ms)
-
-
-# -- figures of a step -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Depth:
-    """Queue depth over a phase, from the broker's polls, as the report takes it."""
-
-    start: float | None = None
-    end: float | None = None
-    slope: float | None = None
-    alarm_s: float = 0.0
-    last: int | None = None
-
-
-def depth_between(samples: Sequence[BrokerSample], begin: float, end: float) -> Depth:
-    """The fresh polls of the source with most of them taken in (begin, end]: ready count
-    first and last, its least-squares slope (msg/s; None with fewer than two polls), and
-    the seconds any node was in alarm (a poll's state holds until the next poll)."""
-    fresh = [s for s in samples if not s.stale and begin < s.taken_at <= end]
-    if not fresh:
-        return Depth()
-    sources = {s.source for s in fresh}
-    source = max(sources, key=lambda name: sum(s.source == name for s in fresh))
-    polls = sorted((s for s in fresh if s.source == source), key=lambda s: s.taken_at)
-    alarm_s = 0.0
-    for poll, after in zip(polls, [*polls[1:], None], strict=True):
-        if poll.memory_alarm or poll.disk_alarm:
-            alarm_s += (after.taken_at if after else end) - poll.taken_at
-    ready = [float(p.queue_ready) for p in polls]
-    slope = None
-    if len(polls) >= 2:
-        times = [p.taken_at - begin for p in polls]
-        t_mean, r_mean = sum(times) / len(times), sum(ready) / len(ready)
-        sxx = sum((t - t_mean) ** 2 for t in times)
-        if sxx > 0:
-            slope = sum((t - t_mean) * (r - r_mean) for t, r in zip(times, ready, strict=True))
-            slope /= sxx
-    return Depth(ready[0], ready[-1], slope, alarm_s, polls[-1].queue_ready)
-
-
-def phase_load(figures: PhaseFigures, settings: Settings, depth: Depth) -> PhaseLoad:
-    """What the verdict looks at for a phase, from the live per-phase figures."""
-    return PhaseLoad(
-        publish_rate=figures.publish_rate_mean,
-        consume_rate=figures.consume_rate_mean,
-        confirm_rate=figures.confirm_rate_mean,
-        target_rate=figures.target_rate,
-        pending_confirms_mean=figures.pending_confirms_mean,
-        inflight=settings.inflight,
-        publishers=settings.publishers,
-        blocked_s=float(figures.blocked_s),
-        alarm_s=depth.alarm_s,
-        depth_start=depth.start,
-        depth_end=depth.end,
-        depth_slope=depth.slope,
-        seconds=figures.seconds,
-        paused_s=figures.paused_s,
-    )
 
 
 # -- driving a run ---------------------------------------------------------------------------
@@ -360,10 +298,12 @@ def phase_load(figures: PhaseFigures, settings: Settings, depth: Depth) -> Phase
 
 @runtime_checkable
 class Steerable(Protocol):
-    """What the autopilot needs of a run: the controller's public surface."""
+    """What the autopilot needs of a run: the controller's public surface, and the run's
+    own per-phase figures (which every front-end and the report compute alike)."""
 
     spec: RunSpec
     started_at: float
+    phase_table: PhaseTable
 
     @property
     def running(self) -> bool: ...
@@ -380,10 +320,16 @@ class Steerable(Protocol):
 
 class State(StrEnum):
     ARMED = "armed"  # begins when the run has started
+    WAITING = "waiting"  # a backlog drains before the first step
     SEARCHING = "searching"
     CONFIRMING = "confirming"  # holding the chosen value again before saying it
     DONE = "done"
     STOPPED = "stopped"
+
+
+#: How long the autopilot waits for a backlog to drain before its first step, as a multiple
+#: of the longest hold of a step: past it, it says it cannot judge while one drains.
+WAIT_HOLDS = 5.0
 
 
 @dataclass
@@ -391,16 +337,48 @@ class _Step:
     value: int
     change_id: int
     began_at: float | None = None
-    phase: int | None = None
     rates: list[float] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """The run's queues now: ready messages at the last fresh poll of the main source, and
+    their trend over the recent window (msg/s; None: not known)."""
+
+    depth: int
+    slope: float | None
+
+    @property
+    def draining(self) -> bool:
+        return self.depth >= BACKLOG_MIN and (self.slope or 0.0) < -1.0
+
+
+def backlog_of(figures: RunFigures | None) -> Backlog | None:
+    """What the queues hold now, from the run's figures' polls (None: no poll yet)."""
+    if figures is None or not figures.polls:
+        return None
+    start = figures.start_us
+    points = [
+        ((row["t_us"] - start) / 1e6, float(row["queue_ready"]))
+        for row in figures.polls
+        if row.get("queue_ready") is not None
+    ]
+    if not points:
+        return None
+    return Backlog(int(points[-1][1]), slope(recent(points)))
 
 
 class Autopilot(NullSink):
     """Searches ``setting`` on ``run`` (module docstring). Add it with :meth:`attach`; it
-    begins at once on a running run, or when the run starts.
+    begins at once on a running run (after any backlog has drained), or when the run
+    starts.
 
     ``max_p99_ms`` and ``max_backlog`` are the operator's bounds (None: none); ``hold_s``
     the least a step is held (the longest is three times it); ``rule`` replaces both holds.
+    A step is judged by the run's own per-phase figures (``run.phase_table``: the messages
+    of the step's own phase, whenever the autopilot started) and the choice is the run's
+    recommendation for the setting over every load phase so far: what the report
+    recommends on the same session.
     """
 
     #: The settings it can search.
@@ -427,14 +405,13 @@ class Autopilot(NullSink):
         self.chosen: int | None = None
         self.recommendation: Recommendation | None = None
         self._before = int(setting_value(run.requested_settings, setting))
-        self._table = PhaseTable()
-        self._samples: list[BrokerSample] = []
         self._step: _Step | None = None
         #: Why the search ended, for the closing event.
         self._why = ""
-        #: Phases opened by changes, by change id: (when, phase index).
-        self._opened: dict[int, tuple[float, int]] = {}
+        #: Phases opened by changes, by change id: when.
+        self._opened: dict[int, float] = {}
         self._attached = False
+        self._waiting_since: float | None = None
 
     @staticmethod
     def can_steer(run: object) -> TypeGuard[Steerable]:
@@ -444,7 +421,7 @@ class Autopilot(NullSink):
 
     @property
     def active(self) -> bool:
-        return self.state in (State.ARMED, State.SEARCHING, State.CONFIRMING)
+        return self.state in (State.ARMED, State.WAITING, State.SEARCHING, State.CONFIRMING)
 
     def attach(self) -> None:
         """Follow the run, and begin now if it runs (else at its start)."""
@@ -452,7 +429,6 @@ class Autopilot(NullSink):
             self._attached = True
             self.run.add_sink(self)
         if self.run.running:
-            self._table.on_start(RunStarted(self.run.spec, self.run.started_at, 0))
             self._begin()
 
     def stop(self, reason: str = "stopped by the operator") -> None:
@@ -470,23 +446,18 @@ class Autopilot(NullSink):
 
     # -- as a sink ---------------------------------------------------------------------------
 
-    def on_start(self, run: RunStarted) -> None:
-        self._table.on_start(run)
-
-    def on_snapshot(self, snapshot: ClientSnapshot) -> None:
-        self._table.add_snapshot(snapshot)
-
     def on_broker_sample(self, sample: BrokerSample) -> None:
-        self._samples.append(sample)
-        if self._step is not None and self._step.began_at is not None:
+        if self.state is State.WAITING:
+            self._begin()
+        elif self._step is not None and self._step.began_at is not None:
             self._check_backlog(sample)
 
     def on_event(self, event: RunEvent) -> None:
-        self._table.add_event(event)
         if event.kind is EventKind.RUN_STARTED and self.state is State.ARMED:
             # Changes are taken once start() has returned: begin right after it.
             asyncio.get_running_loop().call_soon(self._begin)
         elif event.kind is EventKind.CHANGE_REQUESTED and self.state in (
+            State.WAITING,
             State.SEARCHING,
             State.CONFIRMING,
         ):
@@ -495,10 +466,13 @@ class Autopilot(NullSink):
                 self.stop(f"stopped: the {source} set {event.detail.get('change')}")
         elif event.kind is EventKind.PHASE and event.change_id is not None:
             # A change can be in force before request() returns (an in-process run).
-            self._opened[event.change_id] = (event.at, int(event.detail.get("index", 0)))
+            self._opened[event.change_id] = event.at
             self._phase_opened()
 
     def on_tick(self, tick: Tick) -> None:
+        if self.state is State.WAITING:
+            self._begin(tick.at)
+            return
         step = self._step
         if not self.active or step is None or step.began_at is None:
             return
@@ -507,7 +481,7 @@ class Autopilot(NullSink):
         step.rates.append(tick.consume_rate)
         steadiness = self.rule.check(step.rates, tick.at - step.began_at)
         if steadiness.hold is not Hold.HOLDING:
-            self._judge(steadiness, tick.at)
+            self._judge(steadiness)
 
     def on_finish(self, summary: RunSummary) -> None:
         if self.active:
@@ -515,8 +489,31 @@ class Autopilot(NullSink):
 
     # -- inside ------------------------------------------------------------------------------
 
-    def _begin(self) -> None:
-        if self.state is not State.ARMED or not self.run.running:
+    def _figures(self) -> RunFigures | None:
+        return self.run.phase_table.figures(max_p99_ms=self.bounds.max_p99_ms)
+
+    def _begin(self, now: float | None = None) -> None:
+        """Start the search, unless a backlog is draining: then wait for it (said once),
+        and give up after :data:`WAIT_HOLDS` longest holds."""
+        if self.state not in (State.ARMED, State.WAITING) or not self.run.running:
+            return
+        backlog = backlog_of(self._figures())
+        if backlog is not None and backlog.draining:
+            if self.state is State.ARMED:
+                self.state = State.WAITING
+                self._waiting_since = now
+                self._say(
+                    f"autotune {self.setting.value} waits: a backlog of {backlog.depth:,} "
+                    f"messages is draining ({-(backlog.slope or 0.0):,.0f} msg/s); a step "
+                    "judged now would measure the backlog, not the setting"
+                )
+            if now is not None:
+                since = self._waiting_since = self._waiting_since or now
+                if now - since > WAIT_HOLDS * self.rule.max_hold_s:
+                    self.stop(
+                        f"cannot judge while a backlog drains ({backlog.depth:,} messages "
+                        f"left after {now - since:.0f} s)"
+                    )
             return
         self.state = State.SEARCHING
         values = ", ".join(format_number(v) for v in self.search.values)
@@ -553,52 +550,46 @@ class Autopilot(NullSink):
         """The step begins with the phase its change opened."""
         step = self._step
         if step is not None and step.began_at is None and step.change_id in self._opened:
-            step.began_at, step.phase = self._opened.pop(step.change_id)
+            step.began_at = self._opened.pop(step.change_id)
 
     def _check_backlog(self, sample: BrokerSample) -> None:
         limit = self.bounds.max_backlog
         if limit is not None and not sample.stale and sample.queue_ready > limit:
             self._judge(
-                Steadiness(Hold.UNSTEADY, f"cut short: backlog {sample.queue_ready:,} > {limit:,}"),
-                sample.taken_at,
+                Steadiness(Hold.UNSTEADY, f"cut short: backlog {sample.queue_ready:,} > {limit:,}")
             )
 
-    def _judge(self, steadiness: Steadiness, now: float) -> None:
+    def _phase_of(self, figures: RunFigures, began_at: float) -> PhaseFigures | None:
+        """The phase the step's change opened: the one in force just after it began."""
+        loaded = [p for p in figures.phases if not p.is_drain]
+        if not loaded:
+            return None
+        found = phase_at([p.phase for p in loaded], to_us(began_at) + 1)
+        return next((p for p in loaded if p.phase is found), None)
+
+    def _judge(self, steadiness: Steadiness) -> None:
         step = self._step
-        assert step is not None and step.began_at is not None and step.phase is not None
+        assert step is not None and step.began_at is not None
         self._step = None
-        figures = next(
-            (f for f in self._table.figures() if f.index == step.phase and not f.drain), None
-        )
-        if figures is None or figures.seconds == 0:
+        figures = self._figures()
+        phase = None if figures is None else self._phase_of(figures, step.began_at)
+        if figures is None or phase is None or not phase.has_data:
             self.state = State.STOPPED
             self._say(f"autotune stopped: no client figures for {self.setting.value}={step.value}")
             return
-        depth = depth_between(self._samples, step.began_at, now)
-        settings = self.run.requested_settings
-        load = phase_load(figures, settings, depth)
-        verdict, reason = judge(load)
-        latency = figures.latency.get(E2E)
-        p99 = latency.p99 if latency is not None and latency.count else None
-        point = ranked_throughput(
-            step.value,
-            figures.consume_rate_mean,
-            figures.target_rate,
-            p99,
-            verdict,
-            figures.label,
-        )
+        point = sweep_point(phase, self.setting.value, figures.fan_out)
+        depth = phase.broker.get("depth_end")
         result = StepResult(
             value=step.value,
-            phase=step.phase,
-            held_s=now - step.began_at,
+            phase=phase.index,
+            held_s=phase.seconds,
             steadiness=steadiness,
-            load=load,
-            verdict=verdict,
-            reason=reason,
+            load=phase.load,
+            verdict=phase.verdict or Verdict.OVERLOADED,
+            reason=phase.reason,
             point=point,
-            p99_ms=p99,
-            backlog=depth.last,
+            p99_ms=phase.p99_ms,
+            backlog=None if depth is None else int(depth),
         )
         if self.state is State.CONFIRMING:
             self._confirmed(result)
@@ -609,23 +600,31 @@ class Autopilot(NullSink):
             capped = f" (capped at the target; {point.achieved:,.1f} consumed)"
         self._say(
             f"autotune step {len(self.search.steps)} {self.setting.value}={step.value}: "
-            f"{point.throughput:,.1f} msg/s{capped}, e2e p99 {_ms(p99)}, {verdict.value}; "
-            f"{steadiness.text}, held {result.held_s:.0f} s"
+            f"{point.throughput:,.1f} msg/s{capped}, e2e p99 {_ms(result.p99_ms)}, "
+            f"{result.verdict.value}; {steadiness.text}, {result.held_s:.0f} s of figures"
         )
         if ended is None:
             self._next()
         else:
             self._finish(ended)
 
+    def _choice(self) -> Recommendation:
+        """The run's recommendation for the setting over every load phase so far (the
+        report's on the same session); the steps' own when the run has no sweep of it."""
+        figures = self._figures()
+        sweep = None if figures is None else figures.sweep(self.setting.value)
+        return sweep.recommendation if sweep is not None else self.search.choice()
+
     def _finish(self, why: str) -> None:
-        self.recommendation = self.search.choice()
+        self.recommendation = self._choice()
         chosen = self.recommendation.value
         name = self.setting.value
         if chosen is None:
             self.state = State.DONE
             self._request(self._before)
             self._say(
-                f"autotune: no {name} met every condition ({why}); {name} back to {self._before}"
+                f"autotune: no {name} recommended ({why}; "
+                f"{self.recommendation.reasoning[-1]}); {name} back to {self._before}"
             )
             return
         self._why = why
@@ -637,8 +636,7 @@ class Autopilot(NullSink):
 
     def _confirm(self, value: int) -> None:
         """Leave the run at ``value`` and hold it like a step before saying it is chosen:
-        the report ranks that phase too, and a step judged while catching up on the rate
-        schedule may not hold the target once the backlog is gone."""
+        the report ranks that phase too."""
         self.state = State.CONFIRMING
         self._say(f"autotune: confirming {self.setting.value}={value}, held like a step")
         try:
@@ -657,33 +655,34 @@ class Autopilot(NullSink):
             f"{point.throughput:,.1f} msg/s, e2e p99 {_ms(result.p99_ms)}, "
             f"{result.verdict.value}; {result.steadiness.text}"
         )
-        moved = self.search.confirm(result)
-        self.recommendation = self.search.choice()
+        choice = self._choice()
+        moved = self.search.confirm(result, choice)
+        self.recommendation = choice
         if moved is not None:
             self._confirm(moved)
-        elif self.recommendation.value is None:
+        elif choice.value is None:
             self.state = State.DONE
             self._request(self._before)
             self._say(
-                f"autotune: no {self.setting.value} met every condition once confirmed; "
-                f"{self.setting.value} back to {self._before}"
+                f"autotune: no {self.setting.value} recommended once confirmed "
+                f"({choice.reasoning[-1]}); {self.setting.value} back to {self._before}"
             )
         else:
-            chosen = self.recommendation.value
-            if chosen != result.value:
-                self._request(chosen)
-            self._chosen(chosen)
+            if choice.value != result.value:
+                self._request(choice.value)
+            self._chosen(choice.value)
 
     def _chosen(self, chosen: int) -> None:
         self.chosen = chosen
         self.state = State.DONE
-        recommendation = self.recommendation or self.search.choice()
-        points = [s.point for s in self.search.steps if s.value == chosen]
-        steady = [p for p in points if not p.catching_up] or points
-        point = max(steady, key=lambda p: p.throughput)
+        recommendation = self.recommendation or self._choice()
+        point = recommendation.point
+        figures = (
+            "" if point is None else f" (msg/s {point.throughput:,.1f}, p99 {_ms(point.p99_ms)})"
+        )
         self._say(
-            f"autotune: {self.setting.value}={chosen} chosen (msg/s {point.throughput:,.1f}, "
-            f"p99 {_ms(point.p99_ms)}): {self._why}; {recommendation.reasoning[-1]}"
+            f"autotune: {self.setting.value}={chosen} chosen{figures}: {self._why}; "
+            f"{recommendation.reasoning[-1]}"
         )
 
     def _request(self, value: int) -> None:

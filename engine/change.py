@@ -15,12 +15,13 @@ there.
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import dataclass, replace
+from typing import Any, cast
 
 from flowdeck.collectors.node_faults import FAULT_ACTIONS, FaultAction
 from flowdeck.engine.errors import SpecError
-from flowdeck.engine.settings import ALIASES, BY_SETTING, Setting
+from flowdeck.engine.settings import ALIASES, BY_SETTING, COMMAND_BY_SETTING, Setting
+from flowdeck.engine.snapshot import Settings
 
 __all__ = [
     "ALIASES",
@@ -176,3 +177,17 @@ def parse_change(text: str) -> Change:
     if setting not in BY_SETTING:
         raise SpecError(setting.value, f"{setting.value} takes no value")
     return Change(setting, value, relative=relative)
+
+
+def apply_change(settings: Settings, change: Change) -> Settings:
+    """``settings`` with an absolute change applied (pause/resume set ``paused``)."""
+    row = BY_SETTING.get(change.setting)
+    if row is not None:
+        if change.value is None:
+            return settings
+        value: dict[str, Any] = {row.field: row.convert(change.value)}
+        return replace(settings, **value)
+    command = COMMAND_BY_SETTING[change.setting]
+    if command.paused is None:
+        return settings
+    return replace(settings, paused=command.paused)

@@ -34,7 +34,7 @@ from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine import topology
 from flowdeck.engine.accounting import data_safety
 from flowdeck.engine.aggregate import SnapshotAggregator, assemble_tick
-from flowdeck.engine.change import Change, NodeFault
+from flowdeck.engine.change import Change, NodeFault, apply_change
 from flowdeck.engine.commands import (
     ApplyChange,
     ChangeApplied,
@@ -47,6 +47,7 @@ from flowdeck.engine.credentials import broker_of
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.ledger import ChangeLedger, Pending, Schedule
+from flowdeck.engine.phase_figures import PhaseTable
 from flowdeck.engine.process import (
     DEFAULT_RUNTIME,
     InProcessWorker,
@@ -59,7 +60,7 @@ from flowdeck.engine.process import (
     load_runtime,
 )
 from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick, mean_rate
-from flowdeck.engine.settings import apply_change, steerable
+from flowdeck.engine.settings import steerable
 from flowdeck.engine.sinks import Listener, ListenerSink, PrometheusRow, RunStarted, Sink, Update
 from flowdeck.engine.snapshot import (
     ActiveTimes,
@@ -67,10 +68,9 @@ from flowdeck.engine.snapshot import (
     Counters,
     Settings,
     WorkerReport,
-    settings_of,
 )
 from flowdeck.engine.sources_thread import SourcesThread
-from flowdeck.engine.spec import RunSpec, ScheduleStep
+from flowdeck.engine.spec import RunSpec, ScheduleStep, settings_of
 from flowdeck.engine.tls import INSECURE_WARNING, tls_options
 
 if TYPE_CHECKING:
@@ -175,7 +175,10 @@ class Controller:
         self._check_faults(spec.schedule)
         self._fault_tasks: list[asyncio.Task[None]] = []
 
-        self._sinks: list[Sink] = []
+        #: The run's per-phase figures as they stand (``figures.run``), followed from the
+        #: start: what the JSON summary, the thresholds and the autopilot judge by.
+        self.phase_table = PhaseTable()
+        self._sinks: list[Sink] = [self.phase_table]
         self.events: list[RunEvent] = []
         self.last_tick: Tick | None = None
         self.last_broker_sample: BrokerSample | None = None

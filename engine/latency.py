@@ -9,15 +9,15 @@ Histograms cross process boundaries in HDR's compressed encoding and are stored 
 bucket rows ``(value_us, count)`` where ``value_us`` is the bucket's highest equivalent
 value. Summing counts per ``value_us`` over any rows and taking the first value whose
 running total reaches ``max(1, int(q * total + 0.5))`` gives exactly the percentile HDR
-would report for the merged histogram; :func:`percentile_from_buckets` does that in
-Python and the Spark report in SQL.
+would report for the merged histogram; ``figures.latency`` does that for every per-phase
+figure, and the Spark report's per-second chart percentiles in SQL.
 """
 
 from __future__ import annotations
 
 import base64
 import zlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from enum import StrEnum
 
 import numpy as np
@@ -186,21 +186,36 @@ def bucket_rows(histogram: HdrHistogram) -> list[tuple[int, int]]:
     return list(zip(values.tolist(), counts.tolist(), strict=True))
 
 
-def percentile_from_buckets(
-    buckets: Mapping[int, int] | Iterable[tuple[int, int]], percentile: float
-) -> int | None:
-    """Percentile (0..100) over bucket rows, exactly as HDR computes it; None when empty."""
-    pairs = buckets.items() if isinstance(buckets, Mapping) else buckets
-    merged: dict[int, int] = {}
-    for value, count in pairs:
-        merged[value] = merged.get(value, 0) + count
-    total = sum(merged.values())
-    if total == 0:
-        return None
-    target = max(1, int(min(percentile, 100.0) * total / 100 + 0.5))
-    running = 0
-    for value in sorted(merged):
-        running += merged[value]
-        if running >= target:
-            return value
-    return max(merged)
+#: The precision of recorded latency buckets, and of every per-phase percentile computed
+#: live: :func:`coarsen_buckets` maps the live 3-digit buckets onto it (its 256 sub-buckets).
+RECORDED_DIGITS = 2
+
+
+def coarsen_buckets(
+    value_us: npt.NDArray[np.int64], count: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """3-digit HDR bucket rows (ascending) as rows of HDR's 2-digit histogram: the
+    precision sessions record (:data:`RECORDED_DIGITS`) and every per-phase figure uses.
+
+    A 2-digit histogram (lowest value 1) has 256 sub-buckets: value ``v`` falls in the
+    bucket of width ``2**max(0, bit_length(v) - 8)``. Every 3-digit bucket lies inside one
+    such bucket, so summing counts per 2-digit bucket is exact.
+    """
+    _, bit_length = np.frexp(value_us.astype(np.float64))  # exact below 2**53
+    shift = np.maximum(bit_length.astype(np.int64) - 8, 0)
+    highest = ((value_us >> shift) << shift) + (np.int64(1) << shift) - 1
+    if len(highest) == 0:
+        return highest, count
+    first_of_bucket = np.empty(len(highest), dtype=np.bool_)
+    first_of_bucket[0] = True
+    np.not_equal(highest[1:], highest[:-1], out=first_of_bucket[1:])
+    starts = np.flatnonzero(first_of_bucket)
+    return highest[starts], np.add.reduceat(count, starts)
+
+
+def recorded_buckets(
+    encoded: bytes, decoder: BucketDecoder
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """An encoded histogram as the session records it: ``(value_us, count)`` at
+    :data:`RECORDED_DIGITS` (a histogram already at that precision comes back unchanged)."""
+    return coarsen_buckets(*decoder.buckets(encoded))

@@ -36,8 +36,9 @@ from prometheus_client.registry import Collector
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
-from flowdeck.engine.progress import Percentiles, RunSummary, Tick
+from flowdeck.engine.progress import RunSummary, Tick
 from flowdeck.engine.sinks import NullSink
+from flowdeck.figures.latency import Percentiles
 
 #: The quantiles PerfTest publishes, and the Percentiles attribute holding each.
 QUANTILES: tuple[tuple[str, str], ...] = (

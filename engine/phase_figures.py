@@ -1,146 +1,67 @@
-"""The per-phase table of a run, as the run ends: the figures the report computes, live.
+"""A running run's per-phase figures: the rows the recorder writes, kept, and ``figures.run``.
 
-A script reading ``flowdeck run --json`` and a reader of the Spark report must see the same
-figures for a phase, so this module does not compute them itself: it turns the snapshots
-the controller received into the rows the recorder writes and hands them to the report's
-own statistics (``figures.stats`` and ``figures.active``, rules stated in
-``docs/reports.md``):
+A script reading ``flowdeck run --json``, the cockpit's per-setting table, the autopilot and
+a reader of the Spark report must see the same figures for a phase, so nothing is computed
+here: :class:`PhaseTable` follows a run as a sink and keeps what the session records — a
+client row per snapshot (``engine.recording.rows``), a row per broker poll, the run's events
+and each snapshot's latency buckets at the recording's precision — and hands them to
+:func:`figures.run.run_figures`, the one computation (rules in ``docs/reports.md``).
 
-* a snapshot belongs to the run second holding the middle of its interval, the second to
-  the phase in force at its middle;
-* msg/s (``*_rate_mean``): messages over the clients' active time in the phase — the run
-  summary's basis (published / first to last send, confirmed / first send to last
-  confirm, consumed / first to last delivery); until the run's summary says when the
-  clients were active, the run's start and where publishing stopped stand in;
-* per second: per worker messages / interval length, leaving out intervals shorter than
-  half a second (the run's cut-short last one), summed over workers; per phase their
-  population standard deviation and minimum (how steady);
-* target: per second the summed ``target_rate`` (none when a worker had 0); per phase the
-  mean over its seconds not paused, when each of them has one;
-* gauges (pending confirms, unacked, blocked): per worker the second's last value, summed;
-  per phase the mean and max over seconds;
-* latency: every interval histogram of the phase merged.
-
-Phases come from the controller's own ``phase`` events (the change ledger's) and the
-``drain`` event: the seconds after publishing stopped are a phase of their own, marked
-``drain``. Counts and gauges of every snapshot are kept (a few numbers each); latency
-histograms are merged into their phase once no phase boundary can still arrive for them
-(:data:`HOLD_S`), so memory does not grow with the run.
+Latency buckets are merged into their phase once no phase boundary can still arrive for
+them (:data:`HOLD_S`: a change's phase event comes once every worker said it is in force,
+which can be after snapshots taken later than the boundary arrived), so memory does not
+grow with the run's seconds; client rows and polls are a few numbers each.
 """
 
 from __future__ import annotations
 
-import math
-from collections import deque
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from collections import Counter, deque
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from hdrh.histogram import HdrHistogram
-
-from flowdeck.engine.aggregate import latency_percentiles, merge_latency
-from flowdeck.engine.events import EventKind, RunEvent
-from flowdeck.engine.latency import LatencyKey
-from flowdeck.engine.progress import Percentiles, RunSummary
-from flowdeck.engine.sinks import NullSink, RunStarted
-from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters
-from flowdeck.figures import active, stats
-from flowdeck.figures.phases import (
-    AFTER_EVERYTHING_US,
-    BEFORE_EVERYTHING_US,
-    Phase,
-    middle_of,
-    phase_at,
-    second_of,
-    to_us,
+from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.events import RunEvent
+from flowdeck.engine.latency import LATENCY_KEYS, BucketDecoder, LatencyKey, recorded_buckets
+from flowdeck.engine.progress import RunSummary
+from flowdeck.engine.recording.rows import (
+    SETTING_COLUMNS,
+    Row,
+    broker_row,
+    client_row,
+    interval_delta,
+    t_us,
 )
+from flowdeck.engine.sinks import NullSink, RunStarted
+from flowdeck.engine.snapshot import ClientSnapshot, Counters
+from flowdeck.figures.latency import merge_buckets
+from flowdeck.figures.phases import Phase, middle_of, phase_at, second_of, split_phases
+from flowdeck.figures.run import PhaseFigures, RunFigures, RunInputs, run_figures
 
-#: Seconds a snapshot's latency waits before it is merged into a phase: a change's phase
-#: event comes once every worker said it is in force, which can be after snapshots taken
-#: later than the boundary arrived.
+#: Seconds a snapshot's latency waits before it is merged into a phase.
 HOLD_S = 5.0
-DRAIN_LABEL = "drain"
-#: A kept snapshot's fields: the client table's columns the report's statistics read.
-ROW_COLUMNS: tuple[str, ...] = (
-    "worker", "t_us", "interval_s", "published", "confirmed", "consumed", "nacked",
-    "returned", "pending_confirms", "unacked", "blocked_connections", "target_rate", "paused",
-    *stats.SETTINGS,
-)  # fmt: skip
-
-
-@dataclass(frozen=True, slots=True)
-class PhaseFigures:
-    """One phase of a run: when it was, what was asked and achieved, its latency.
-
-    ``*_rate_mean``: msg/s on the run summary's basis, messages over the clients' active
-    time in the phase (``published`` over ``publish_s`` ...); ``*_rate_sd`` and
-    ``*_rate_min``: the population standard deviation and minimum of the phase's
-    per-second rates (how steady). Times in seconds since the run started;
-    ``target_rate`` is None when publishers had no rate limit (or were paused
-    throughout); ``drain`` marks the seconds after publishing stopped.
-    """
-
-    index: int
-    label: str
-    start_s: float
-    end_s: float
-    drain: bool
-    seconds: int
-    target_rate: float | None
-    publish_rate_mean: float
-    publish_rate_sd: float
-    publish_rate_min: float
-    confirm_rate_mean: float
-    confirm_rate_sd: float
-    confirm_rate_min: float
-    consume_rate_mean: float
-    consume_rate_sd: float
-    consume_rate_min: float
-    pending_confirms_mean: float
-    pending_confirms_max: int
-    unacked_mean: float
-    unacked_max: int
-    blocked_s: int
-    paused_s: int
-    latency: Mapping[LatencyKey, Percentiles] = field(default_factory=dict)
-    published: int = 0
-    confirmed: int = 0
-    consumed: int = 0
-    #: The clients' active time in the phase, the rates' denominators.
-    publish_s: float = 0.0
-    confirm_s: float = 0.0
-    consume_s: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        out["latency_ms"] = {
-            f"{kind.value}_{basis.value}": asdict(p) for (kind, basis), p in self.latency.items()
-        }
-        del out["latency"]
-        return out
-
-
-@dataclass(frozen=True, slots=True)
-class _Boundary:
-    index: int
-    label: str
-    at: float
-    drain: bool = False
+__all__ = ["HOLD_S", "PhaseFigures", "PhaseTable", "RunFigures"]
 
 
 class PhaseTable(NullSink):
-    """Follows a run as a sink and says, at its end, the figures of each of its phases."""
+    """Follows a run as a sink and says, whenever asked, the figures of each of its phases.
 
-    def __init__(self) -> None:
+    ``latency_keys``: the latency kinds to keep (the cockpit keeps e2e only: decoding every
+    worker's four histograms a second time would cost its loop); all by default.
+    """
+
+    def __init__(self, latency_keys: Collection[LatencyKey] = LATENCY_KEYS) -> None:
         self._started_at: float | None = None
-        #: The client rows, as tuples in :data:`ROW_COLUMNS` order (a long run keeps many).
-        self._rows: list[tuple[Any, ...]] = []
+        self._ended_at: float | None = None
+        self._summary: Mapping[str, Any] | None = None
+        self._rows: list[Row] = []
+        self._polls: list[Row] = []
+        self._events: list[dict[str, Any]] = []
         self._last: dict[int, Counters] = {}
-        self._boundaries: list[_Boundary] = []
-        self._drained = False
-        self._held: deque[ClientSnapshot] = deque()
-        self._latency: dict[int, dict[LatencyKey, HdrHistogram]] = {}
-        self._active: ActiveTimes | None = None
+        self._keys = tuple(latency_keys)
+        self._decoder = BucketDecoder()
+        #: Snapshots' buckets not yet merged: (snapshot time, {key: (values, counts)}).
+        self._held: deque[tuple[float, dict[LatencyKey, tuple[Any, Any]]]] = deque()
+        self._latency: dict[tuple[int, str, str], Counter[int]] = {}
 
     # -- as a sink ---------------------------------------------------------------------------
 
@@ -153,207 +74,108 @@ class PhaseTable(NullSink):
     def on_event(self, event: RunEvent) -> None:
         self.add_event(event)
 
+    def on_broker_sample(self, sample: BrokerSample) -> None:
+        self.add_poll(sample)
+
     def on_finish(self, summary: RunSummary) -> None:
-        self.end(summary.active)
+        self.end(summary.ended, summary.to_json())
 
     def begin(self, started_at: float) -> None:
         """The run's time origin (a sink gets it with the run's start; a view fed from
         ticks takes it from the first one)."""
         self._started_at = started_at
 
-    def end(self, active: ActiveTimes) -> None:
-        """When the clients were active (the summary's): from now on each phase's msg/s
-        divides by those spans, as the report and the JSON summary do."""
-        self._active = active
+    def end(self, ended_at: float | None, summary: Mapping[str, Any] | None) -> None:
+        """The run ended: its end time, and its summary document (when the clients were
+        active): from now on each phase's msg/s divides by those spans, as the report and
+        the JSON summary do."""
+        self._ended_at = ended_at
+        self._summary = summary
+
+    @property
+    def started_at(self) -> float | None:
+        return self._started_at
+
+    @property
+    def snapshots(self) -> int:
+        """How many snapshots the table has taken in."""
+        return len(self._rows)
 
     # -- feeding -----------------------------------------------------------------------------
 
     def add_snapshot(self, snap: ClientSnapshot) -> None:
-        """Keep the snapshot as the recorder writes it: a client row of its interval."""
-        previous = self._last.get(snap.worker)
-        delta = snap.counters if previous is None else snap.counters - previous
-        if any(getattr(delta, name) < 0 for name in Counters.__dataclass_fields__):
-            delta = snap.counters  # the worker's counters started again from zero
+        """Keep the snapshot as the recorder writes it: a client row and its buckets."""
+        if self._started_at is None:
+            self._started_at = snap.at - snap.interval
+        delta = interval_delta(snap, self._last.get(snap.worker))
         self._last[snap.worker] = snap.counters
-        settings = snap.settings
-        self._rows.append(
-            (
-                snap.worker,
-                to_us(snap.at),
-                snap.interval,
-                delta.published,
-                delta.confirmed,
-                delta.consumed,
-                delta.nacked,
-                delta.returned,
-                snap.pending_confirms,
-                snap.unacked,
-                snap.blocked,
-                snap.target_rate,
-                settings.paused,
-                *(getattr(settings, name) for name in stats.SETTINGS),
-            )
-        )
-        self._held.append(snap)
+        self._rows.append(client_row(snap, delta, self._started_at))
+        buckets = {
+            key: recorded_buckets(blob, self._decoder)
+            for key, blob in snap.latency.items()
+            if blob and key in self._keys
+        }
+        self._held.append((snap.at, buckets))
         self._merge_held(older_than=snap.at - HOLD_S)
 
     def add_event(self, event: RunEvent) -> None:
-        """Phase events open a phase, the drain event the drain (changes after it none)."""
-        if event.kind is EventKind.PHASE and not self._drained:
-            index = event.detail.get("index", len(self._boundaries))
-            label = event.detail.get("label") or event.message
-            self._boundaries.append(_Boundary(int(index), str(label), event.at))
-        elif event.kind is EventKind.DRAIN and not self._drained:
-            self._drained = True
-            index = self._boundaries[-1].index + 1 if self._boundaries else 1
-            self._boundaries.append(_Boundary(index, DRAIN_LABEL, event.at, drain=True))
+        self._events.append(event.to_json())
+
+    def add_poll(self, sample: BrokerSample) -> None:
+        if self._started_at is not None:
+            self._polls.append(broker_row(sample, self._started_at))
 
     # -- reading -----------------------------------------------------------------------------
 
-    def figures(self, ended: float | None = None) -> list[PhaseFigures]:
-        """Every phase's figures; ``ended``: when the run ended (the last phase's end)."""
-        self._merge_held(older_than=math.inf)
-        start = self._started_at
-        if start is None:
-            return []
-        bounds = self._phase_bounds()
-        end_of_run = (
-            ended if ended is not None else max((r[1] / 1e6 for r in self._rows), default=start)
+    def phases(self, ended: float | None = None) -> tuple[Phase, ...]:
+        """The run's phases so far (``figures.phases.split_phases`` over its events)."""
+        if self._started_at is None:
+            return ()
+        end = ended if ended is not None else self._ended_at
+        return tuple(split_phases(self._events, self._started_at, end))
+
+    def figures(
+        self, ended: float | None = None, max_p99_ms: float | None = None
+    ) -> RunFigures | None:
+        """Every figure of the run so far (None before it started); ``ended``: when the
+        run ended, if the table was not told."""
+        if self._started_at is None:
+            return None
+        phases = self.phases(ended)
+        self._merge_held(older_than=float("inf"), phases=phases)
+        inputs = RunInputs(
+            key="",
+            start_us=t_us(self._started_at),
+            phases=phases,
+            client_rows=self._rows,
+            polls=self._polls,
+            latency=self._latency,
+            summary=self._summary,
+            settings=SETTING_COLUMNS,
         )
-        rows = [dict(zip(ROW_COLUMNS, row, strict=True)) for row in self._rows]
-        phases = _phases(bounds, start, ended)
-        start_us = to_us(start)
-        seconds = stats.client_seconds(rows, "", start_us, phases)
-        throughput = active.phase_throughput(
-            rows,
-            start_us,
-            phases,
-            self._spans(start_us, bounds, ended),
-            paused_seconds={row["sec"] for row in seconds if row["paused"]},
-        )
-        client = {
-            row["phase"]: row
-            for row in stats.phase_client_stats(
-                seconds, {("", index): row for index, row in throughput.items()}
-            )
-        }
-        out = []
-        for position, boundary in enumerate(bounds):
-            finish = bounds[position + 1].at if position + 1 < len(bounds) else end_of_run
-            out.append(
-                _figures(
-                    boundary,
-                    client.get(position, {}),
-                    start_s=round(max(boundary.at, start) - start, 3),
-                    end_s=round(finish - start, 3),
-                    latency=latency_percentiles(self._latency.get(position, {})),
-                )
-            )
-        return out
+        return run_figures(inputs, max_p99_ms)
+
+    def phase_figures(self, ended: float | None = None) -> list[PhaseFigures]:
+        """The phases' figures (none before the run started)."""
+        found = self.figures(ended)
+        return [] if found is None else list(found.phases)
 
     # -- inside --------------------------------------------------------------------------------
 
-    def _spans(
-        self, start_us: int, bounds: list[_Boundary], ended: float | None
-    ) -> active.ActiveSpans:
-        """The summary's active times once the run said them; until then the run's start
-        and where publishing stopped (the report's rule for a session without them)."""
-        if self._active is not None:
-            a = self._active
-            return active.ActiveSpans.from_times(
-                a.first_publish, a.last_publish, a.last_confirm, a.first_consume, a.last_consume
-            )
-        drain = next((to_us(b.at) for b in bounds if b.drain), None)
-        return active.ActiveSpans.of_session(
-            None, start_us, drain, None if ended is None else to_us(ended)
-        )
-
-    def _phase_bounds(self) -> list[_Boundary]:
-        start = self._started_at or 0.0
-        bounds = sorted(self._boundaries, key=lambda b: b.at)
-        if not bounds or bounds[0].at > start + 0.5:
-            bounds.insert(0, _Boundary(0, "start", start))
-        return bounds
-
-    def _merge_held(self, older_than: float) -> None:
+    def _merge_held(self, older_than: float, phases: tuple[Phase, ...] | None = None) -> None:
         if self._started_at is None:
             return
-        start_us = to_us(self._started_at)
-        phases = _phases(self._phase_bounds(), self._started_at, None)
-        while self._held and self._held[0].at < older_than:
-            snap = self._held.popleft()
-            second = second_of(to_us(snap.at), start_us)
-            position = phase_at(phases, middle_of(second, start_us)).index
-            merged = self._latency.get(position)
-            self._latency[position] = merge_latency([snap], merged)
-
-
-def _phases(bounds: list[_Boundary], start: float, ended: float | None) -> list[Phase]:
-    """The boundaries as the report's phases (indexed by position): ``[start, end)``, the
-    first open to the past and the last to the future."""
-    starts = [to_us(max(b.at, start)) for b in bounds]
-    phases = []
-    for position, boundary in enumerate(bounds):
-        last = position == len(bounds) - 1
-        phases.append(
-            Phase(
-                index=position,
-                label=boundary.label,
-                start_us=BEFORE_EVERYTHING_US if position == 0 else starts[position],
-                end_us=AFTER_EVERYTHING_US if last else starts[position + 1],
-                begin_us=starts[position],
-                finish_us=(None if ended is None else to_us(ended))
-                if last
-                else starts[position + 1],
-                drain=boundary.drain,
-            )
-        )
-    return phases
-
-
-def _number(row: stats.Row, name: str) -> float:
-    value = row.get(name)
-    return 0.0 if value is None else float(value)
-
-
-def _figures(
-    boundary: _Boundary,
-    row: stats.Row,
-    *,
-    start_s: float,
-    end_s: float,
-    latency: Mapping[LatencyKey, Percentiles],
-) -> PhaseFigures:
-    """One phase's figures from the report's statistics of it (an empty ``row``: none)."""
-    target = row.get("target_rate")
-    return PhaseFigures(
-        index=boundary.index,
-        label=boundary.label,
-        start_s=start_s,
-        end_s=end_s,
-        drain=boundary.drain,
-        seconds=int(row.get("seconds") or 0),
-        target_rate=None if target is None or boundary.drain else float(target),
-        publish_rate_mean=_number(row, "publish_rate_mean"),
-        publish_rate_sd=_number(row, "publish_rate_sd"),
-        publish_rate_min=_number(row, "publish_rate_min"),
-        confirm_rate_mean=_number(row, "confirm_rate_mean"),
-        confirm_rate_sd=_number(row, "confirm_rate_sd"),
-        confirm_rate_min=_number(row, "confirm_rate_min"),
-        consume_rate_mean=_number(row, "consume_rate_mean"),
-        consume_rate_sd=_number(row, "consume_rate_sd"),
-        consume_rate_min=_number(row, "consume_rate_min"),
-        pending_confirms_mean=_number(row, "pending_confirms_mean"),
-        pending_confirms_max=int(row.get("pending_confirms_max") or 0),
-        unacked_mean=_number(row, "unacked_mean"),
-        unacked_max=int(row.get("unacked_max") or 0),
-        blocked_s=int(row.get("blocked_s") or 0),
-        paused_s=int(row.get("paused_s") or 0),
-        latency=latency,
-        published=int(row.get("published") or 0),
-        confirmed=int(row.get("confirmed") or 0),
-        consumed=int(row.get("consumed") or 0),
-        publish_s=_number(row, "publish_s"),
-        confirm_s=_number(row, "confirm_s"),
-        consume_s=_number(row, "consume_s"),
-    )
+        phases = phases if phases is not None else self.phases()
+        if not phases:
+            return
+        start_us = t_us(self._started_at)
+        while self._held and self._held[0][0] < older_than:
+            at, buckets = self._held.popleft()
+            second = second_of(t_us(at), start_us)
+            index = phase_at(phases, middle_of(second, start_us)).index
+            for (kind, basis), (values, counts) in buckets.items():
+                merge_buckets(
+                    self._latency.setdefault((index, kind.value, basis.value), Counter()),
+                    values.tolist(),
+                    counts.tolist(),
+                )

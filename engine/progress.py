@@ -6,17 +6,14 @@ RunEvent), so both show the same figures.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from flowdeck.engine.change import Change
 from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters, Settings
-
-if TYPE_CHECKING:
-    from flowdeck.engine.phase_figures import PhaseFigures
-    from flowdeck.engine.thresholds import ThresholdResult
+from flowdeck.figures.latency import Percentiles
 
 #: What every "msg/s" of a run's summary means; said wherever one is shown or written.
 RATE_MEANING = (
@@ -29,18 +26,6 @@ def mean_rate(count: int, seconds: float) -> float:
     """``count`` messages over ``seconds`` of activity; 0 when there was no span (nothing,
     or everything in one burst)."""
     return count / seconds if seconds > 0 else 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class Percentiles:
-    """Latency percentiles in milliseconds over some window; ``count`` samples."""
-
-    count: int
-    p50: float
-    p75: float
-    p95: float
-    p99: float
-    max: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,21 +162,3 @@ class RunSummary:
             "recording_error": self.recording_error,
             "errors": list(self.errors),
         }
-
-
-def summary_document(
-    summary: RunSummary,
-    spec: Mapping[str, Any],
-    phases: Sequence[PhaseFigures],
-    thresholds: Sequence[ThresholdResult],
-) -> dict[str, Any]:
-    """The JSON summary a script reads: the summary, the spec as it ran (``spec`` must be
-    redacted: ``RunSpec.redacted()``), the per-phase table with the report's figures, and
-    every threshold's result (``thresholds_passed`` false when one failed)."""
-    return {
-        **summary.to_json(),
-        "spec": dict(spec),
-        "phase_table": [phase.to_json() for phase in phases],
-        "thresholds": [result.to_json() for result in thresholds],
-        "thresholds_passed": all(result.passed for result in thresholds),
-    }

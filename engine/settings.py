@@ -10,14 +10,8 @@ and ``COMMANDS``, so adding a setting is adding a row (and the worker's apply me
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from flowdeck.engine.change import Change
-    from flowdeck.engine.snapshot import Settings
-    from flowdeck.engine.spec import RunSpec
 
 
 class Setting(StrEnum):
@@ -222,27 +216,3 @@ ALIASES: dict[str, Setting] = {
 def steerable(setting: Setting) -> SteerableSetting | None:
     """The row of a setting that carries a number; None for pause, resume and mark."""
     return BY_SETTING.get(setting)
-
-
-def spec_value(spec: RunSpec, setting: Setting) -> float:
-    """The value a spec gives a numeric setting."""
-    return float(getattr(spec, BY_SETTING[setting].field))
-
-
-def setting_value(settings: Settings, setting: Setting) -> float:
-    """The value of a numeric setting in ``settings``."""
-    return float(getattr(settings, BY_SETTING[setting].field))
-
-
-def apply_change(settings: Settings, change: Change) -> Settings:
-    """``settings`` with an absolute change applied (pause/resume set ``paused``)."""
-    row = BY_SETTING.get(change.setting)
-    if row is not None:
-        if change.value is None:
-            return settings
-        value: dict[str, Any] = {row.field: row.convert(change.value)}
-        return replace(settings, **value)
-    command = COMMAND_BY_SETTING[change.setting]
-    if command.paused is None:
-        return settings
-    return replace(settings, paused=command.paused)

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from flowdeck.engine.latency import LatencyKind, SendBasis
-from flowdeck.engine.settings import STEERABLE
-
-if TYPE_CHECKING:
-    from flowdeck.engine.spec import RunSpec
+from flowdeck.engine.settings import BY_SETTING, Setting
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,9 +51,9 @@ class Settings:
     read_hold_ms: float = 0.0
 
 
-def settings_of(spec: RunSpec) -> Settings:
-    """The settings a run starts with, as its spec gives them (one per registry row)."""
-    return Settings(**{row.field: getattr(spec, row.field) for row in STEERABLE})
+def setting_value(settings: Settings, setting: Setting) -> float:
+    """The value of a numeric setting in ``settings``."""
+    return float(getattr(settings, BY_SETTING[setting].field))
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,8 @@ from flowdeck.engine.change import (
 )
 from flowdeck.engine.credentials import broker_of
 from flowdeck.engine.errors import SpecError
-from flowdeck.engine.settings import BY_FIELD, BY_SETTING, Scope, spec_value
+from flowdeck.engine.settings import BY_FIELD, BY_SETTING, STEERABLE, Scope
+from flowdeck.engine.snapshot import Settings
 from flowdeck.engine.thresholds import parse_threshold
 from flowdeck.engine.tls import tls_options
 
@@ -598,3 +599,13 @@ def load_spec_file(path: Path, scale: float | None = None) -> RunSpec:
     spec = spec_from_mapping(values, base)
     factor = scale if scale is not None else file_scale
     return spec.scaled(float(factor)) if factor is not None else spec
+
+
+def spec_value(spec: RunSpec, setting: Setting) -> float:
+    """The value a spec gives a numeric setting."""
+    return float(getattr(spec, BY_SETTING[setting].field))
+
+
+def settings_of(spec: RunSpec) -> Settings:
+    """The settings a run starts with, as its spec gives them (one per registry row)."""
+    return Settings(**{row.field: getattr(spec, row.field) for row in STEERABLE})

@@ -37,8 +37,9 @@ from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.latency import LatencyKind, SendBasis
 
 if TYPE_CHECKING:
-    from flowdeck.engine.phase_figures import PhaseFigures
-    from flowdeck.engine.progress import Percentiles, RunSummary
+    from flowdeck.engine.progress import RunSummary
+    from flowdeck.figures import PhaseFigures
+    from flowdeck.figures.latency import Percentiles
 
 #: k6's convention: the exit code of a run that ended but failed a threshold.
 THRESHOLDS_FAILED_EXIT = 99
@@ -187,7 +188,7 @@ def _metrics() -> dict[str, Metric]:
     return {m.name: m for m in rows}
 
 
-LATENCY_STATS = ("p50", "p75", "p95", "p99", "max")
+LATENCY_STATS = ("p50", "p75", "p95", "p99", "p999", "max")
 
 
 def _latency_prefix(kind: LatencyKind, basis: SendBasis) -> str:
@@ -665,22 +666,34 @@ def run_values(summary: RunSummary, target_rate: float) -> dict[str, float | Non
 
 def phase_values(phase: PhaseFigures) -> dict[str, float | None]:
     """The phase-scope metrics of one row of the per-phase table."""
+    figure = phase.client.get
+    duration = phase.duration_s
+
+    def ms(seconds: Any) -> float | None:
+        return None if seconds is None else float(seconds) * 1000.0
+
     values: dict[str, float | None] = {
         "target": phase.target_rate,
-        "publish_rate": phase.publish_rate_mean,
-        "confirm_rate": phase.confirm_rate_mean,
-        "consume_rate": phase.consume_rate_mean,
-        "duration": (phase.end_s - phase.start_s) * 1000.0,
-        "pending_confirms_mean": phase.pending_confirms_mean,
-        "pending_confirms_max": phase.pending_confirms_max,
-        "unacked_mean": phase.unacked_mean,
-        "unacked_max": phase.unacked_max,
-        "blocked_time": phase.blocked_s * 1000.0,
+        "publish_rate": phase.figure("publish_rate_mean"),
+        "confirm_rate": phase.figure("confirm_rate_mean"),
+        "consume_rate": phase.figure("consume_rate_mean"),
+        "duration": ms(duration),
+        "pending_confirms_mean": figure("pending_confirms_mean"),
+        "pending_confirms_max": figure("pending_confirms_max"),
+        "unacked_mean": figure("unacked_mean"),
+        "unacked_max": figure("unacked_max"),
+        "blocked_time": ms(figure("blocked_s") or 0),
     }
     for what in ("publish", "confirm", "consume"):
         for stat in ("min", "sd"):
-            values[f"{what}_rate_{stat}"] = getattr(phase, f"{what}_rate_{stat}")
-    values.update(_latency_values(phase.latency))
+            values[f"{what}_rate_{stat}"] = figure(f"{what}_rate_{stat}")
+    latency = {}
+    for kind in LatencyKind:
+        for basis in SendBasis:
+            found = phase.percentiles((kind.value, basis.value))
+            if found is not None:
+                latency[(kind, basis)] = found
+    values.update(_latency_values(latency))
     return values
 
 
@@ -704,7 +717,7 @@ def _phase_scope(phase: PhaseFigures) -> str:
 
 def _matches(selector: str, phase: PhaseFigures) -> bool:
     if selector == "*":
-        return not phase.drain
+        return not phase.is_drain
     if selector.isdigit():
         return phase.index == int(selector)
     return phase.label == selector

@@ -59,8 +59,8 @@ from flowdeck.engine.snapshot import (
     SequenceRanges,
     WorkerReport,
     at_ns,
-    settings_of,
 )
+from flowdeck.engine.spec import settings_of
 
 SNAPSHOT_INTERVAL = 1.0
 #: A worker that hears no Stop stops by itself this long after the run should have ended.

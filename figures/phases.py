@@ -31,6 +31,11 @@ DRAIN_LABEL = "drain"
 
 #: Two boundary events closer than this are one boundary (a change's applied + phase pair).
 MERGE_WINDOW_S = 0.5
+#: A boundary within this long of the run's start names the first phase instead of starting
+#: one: the run's first second belongs to the first phase whatever its name, so a change
+#: in force by then (a schedule's step at 0 s) is that phase's setting, and the engine's
+#: ``start`` marker before it never becomes a phase of no seconds.
+START_WINDOW_S = 1.0
 
 #: A worker's row belongs to the run second holding the middle of its (one-second)
 #: interval: ``floor((ts - run start - HALF_SECOND_US) / 1 s)``; a second belongs to the
@@ -163,13 +168,14 @@ def split_phases(
         # No change starts a phase once publishing has stopped. The drain is kept apart from
         # the boundary merging: a change applied just before it still ends the load there.
         boundaries = [b for b in boundaries if b.at_us < drain]
-    # A phase event at (or before) the start names the first phase.
+    # A phase event at (or before) the start names the first phase, and the last boundary
+    # within the first second (START_WINDOW_S) renames it rather than starting a phase.
     first_label = "start"
     for boundary in boundaries_from_events(events):
         if boundary.at_us <= begin + MERGE_WINDOW_S * 1e6 and boundary.label:
             first_label = boundary.label
             break
-    if boundaries and boundaries[0].at_us <= begin + MERGE_WINDOW_S * 1e6:
+    while boundaries and boundaries[0].at_us <= begin + START_WINDOW_S * 1e6:
         first_label = boundaries[0].label or first_label
         boundaries = boundaries[1:]
     starts = [begin, *(b.at_us for b in boundaries)]

@@ -1,11 +1,11 @@
-"""Per-phase and whole-run statistics over the small frames Spark reduced the session to
-(pure Python, no Spark).
+"""Per-second, per-phase and whole-run statistics over client rows and broker polls (pure).
 
-Spark reads every recorded row and reduces them to a row per second (client figures summed
-over workers), a row per broker poll, and a row per phase and latency bucket
-(``spark_reports.measure``); the statistics over those few thousand rows are computed here,
-once, by the rules ``docs/reports.md`` states. Doing them on the driver saves a Spark job
-per statistic, and these rows reach the driver for the charts anyway.
+Client rows (one per worker and snapshot, as the recorder writes them) become a row per run
+second, summed over workers, and a row per phase; broker polls become a row per phase (depth
+at its first and last poll, its trends, memory, alarm seconds). The live per-phase table,
+the replay, the run summary and the Spark report all reach these through
+:func:`figures.run.run_figures`; Spark only reduces the recorded rows to their inputs. Rules
+in ``docs/reports.md``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from flowdeck.figures.phases import Phase, middle_of, phase_at, second_of
+from flowdeck.figures.trend import recent, slope
 
-PERCENTILES: tuple[int, ...] = (50, 75, 95, 99)
 #: Client rows covering less than this many seconds are left out of rates and gauges.
 MIN_INTERVAL_S = 0.5
 _COUNTS = (("published", "publish"), ("confirmed", "confirm"), ("consumed", "consume"),
@@ -44,13 +44,22 @@ def _known(rows: Iterable[Row], column: str) -> list[Any]:
     return [row[column] for row in rows if row.get(column) is not None]
 
 
+def _largest(values: Iterable[Any]) -> Any:
+    """The largest known value (None when no worker recorded the column)."""
+    return max((v for v in values if v is not None), default=None)
+
+
 def _mode(values: Sequence[Any]) -> Any:
     """The value most seconds had (the earliest of equally common ones)."""
     return Counter(values).most_common(1)[0][0] if values else None
 
 
 def client_seconds(
-    rows: Iterable[Row], session: str, run_start_us: int, phases: Sequence[Phase]
+    rows: Iterable[Row],
+    session: str,
+    run_start_us: int,
+    phases: Sequence[Phase],
+    settings: Sequence[str] = SETTINGS,
 ) -> list[Row]:
     """One row per run second of a session's client rows (``t_us`` and the client table's
     columns), summed over workers, in time order.
@@ -61,8 +70,9 @@ def client_seconds(
     read as a dip that never happened. Per worker and second: counts over its intervals'
     length, gauges and settings as at its last row, paused when publishing was paused at
     either end of an interval (the worker's previous row says how it began). Per second:
-    rates and gauges summed over workers; the target summed, none when a worker had 0 (no
-    rate limit, paused, stopped); settings and client counts the largest any worker
+    rates and gauges summed over workers; the target summed (a worker without publishers
+    adds 0), none when the rate has no limit or no worker had a target (paused, stopped, no
+    publishers anywhere); settings and client counts the largest any worker
     recorded (each records the run's whole count, so never their sum).
 
     A row of a load second ending after publishing stopped at the run's end (the drain
@@ -91,21 +101,24 @@ def client_seconds(
         length = sum(r["interval_s"] for r in intervals)
         worker: Row = {f"{name}_rate": sum(r[count] for r in intervals) / length
                        for count, name in _COUNTS}  # fmt: skip
-        worker.update({name: last[name] for name in (*_GAUGES, "target_rate", *SETTINGS)})
+        worker.update({name: last.get(name) for name in (*_GAUGES, "target_rate", *settings)})
         worker["paused"] = int(any(r["paused"] for r in intervals))
         seconds[second].append(worker)
     result = []
     for second in sorted(seconds):
         workers = seconds[second]
-        targets = [w["target_rate"] for w in workers]
+        # A worker's target is its publishers' rates summed: 0 with a rate limit set means it
+        # runs no publishers (it adds nothing); the limit 0 means no limit at all.
+        limited = all((w.get("rate") or 0) > 0 for w in workers)
+        target = sum(w["target_rate"] for w in workers) if limited else 0.0
         figures: Row = {
             "session": session,
             "phase": phase_at(phases, middle_of(second, run_start_us)).index,
             "sec": second,
             **{f"{name}_rate": sum(w[f"{name}_rate"] for w in workers) for _, name in _COUNTS},
             **{gauge: sum(w[gauge] for w in workers) for gauge in _GAUGES},
-            "target_rate": sum(targets) if min(targets) > 0 else None,
-            **{name: max(w[name] for w in workers) for name in SETTINGS},
+            "target_rate": target if target > 0 else None,
+            **{name: _largest(w[name] for w in workers) for name in settings},
             "paused": max(w["paused"] for w in workers),
         }
         result.append(figures)
@@ -113,7 +126,9 @@ def client_seconds(
 
 
 def phase_client_stats(
-    seconds: Iterable[Row], throughput: Mapping[tuple[str, int], Row]
+    seconds: Iterable[Row],
+    throughput: Mapping[tuple[str, int], Row],
+    settings: Sequence[str] = SETTINGS,
 ) -> list[Row]:
     """Per session and phase: messages, active seconds and rate means on the summary's
     basis (``throughput``: :func:`figures.active.phase_throughput` per session and
@@ -146,7 +161,7 @@ def phase_client_stats(
             stats[f"{gauge}_max"] = max(values, default=None)
         stats["blocked_s"] = sum(1 for r in rows if (r.get("blocked_connections") or 0) > 0)
         stats["paused_s"] = sum(int(r.get("paused") or 0) for r in rows)
-        for name in SETTINGS:
+        for name in settings:
             stats[name] = _mode(_known(sorted(rows, key=lambda r: r["sec"]), name))
         result.append(stats)
     return result
@@ -172,40 +187,6 @@ def session_client_stats(seconds: Iterable[Row], whole: Mapping[str, Row]) -> li
     return result
 
 
-def percentile(buckets: Sequence[tuple[int, int]], q: float, total: int) -> int | None:
-    """The first bucket value (buckets sorted by value) whose running count reaches
-    ``max(1, int(q × total / 100 + 0.5))``: what an HDR histogram holding them reports."""
-    wanted = max(1, int(float(q) * float(total) / 100.0 + 0.5))
-    running = 0
-    for value, count in buckets:
-        running += count
-        if running >= wanted:
-            return value
-    return None
-
-
-def latency_percentiles(buckets: Iterable[Row], keys: Sequence[str]) -> list[Row]:
-    """Count, p50/p75/p95/p99 and max per ``keys`` × kind × basis, merged exactly from
-    bucket rows (``value_us``, ``count``): counts of one value are summed first."""
-    merged: dict[tuple[Any, ...], Counter[int]] = defaultdict(Counter)
-    for row in buckets:
-        if row["count"] > 0:
-            merged[(*(row[k] for k in keys), row["kind"], row["basis"])][row["value_us"]] += row[
-                "count"
-            ]
-    result = []
-    for key, counts in merged.items():
-        ordered = sorted(counts.items())
-        total = sum(counts.values())
-        figures: Row = dict(zip([*keys, "kind", "basis"], key, strict=True))
-        figures["count"] = total
-        for q in PERCENTILES:
-            figures[f"p{q}"] = percentile(ordered, q, total)
-        figures["max"] = ordered[-1][0]
-        result.append(figures)
-    return result
-
-
 def chosen_polls(polls: Iterable[Row]) -> dict[str, list[Row]]:
     """Per session, the fresh polls of its main source (the one with most fresh polls; on
     a tie the later name), in time order."""
@@ -217,18 +198,6 @@ def chosen_polls(polls: Iterable[Row]) -> dict[str, list[Row]]:
         session: sorted(by_source[(session, source)], key=lambda r: r["t_us"])
         for session, (_, source) in chosen.items()
     }
-
-
-def _slope(points: Sequence[tuple[float, float]]) -> float | None:
-    """Least-squares slope; None below two points or with no spread in time."""
-    if len(points) < 2:
-        return None
-    mean_x = statistics.fmean(x for x, _ in points)
-    mean_y = statistics.fmean(y for _, y in points)
-    spread = sum((x - mean_x) ** 2 for x, _ in points)
-    if spread <= 0:
-        return None
-    return sum((x - mean_x) * (y - mean_y) for x, y in points) / spread
 
 
 def _first_last(rows: Sequence[Row], column: str) -> tuple[Any, Any]:
@@ -269,7 +238,8 @@ def phase_broker_stats(
                 "depth_start": first,
                 "depth_end": last,
                 "depth_max": max(_known(mine, "queue_ready"), default=None),
-                "depth_slope": _slope(depths),
+                "depth_slope": slope(depths),
+                "depth_recent_slope": slope(recent(depths)),
                 "mem_peak": max(_known(mine, "mem_used"), default=None),
                 "mem_limit": max(_known(mine, "mem_limit"), default=None),
                 "connections_blocked_max": max(_known(mine, "connections_blocked"), default=None),

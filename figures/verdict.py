@@ -1,12 +1,41 @@
-"""Judging a phase and recommending a setting from a sweep (pure functions, no Spark).
+"""Judging a phase: what state the broker and the clients were in, in the words of fixed rules.
 
-The thresholds are constants here and are quoted in every report and in
-``docs/reports.md``, so a reader can check each verdict by hand.
+The thresholds are constants here, quoted by :func:`rules` in every report, in the cockpit's
+help and in ``docs/reports.md``, so a reader can check each verdict by hand against the
+figures it names. The rules know the overload regime: a phase that drains a backlog left by
+an earlier one, a phase too short to judge, publishers held by the broker's credit flow and
+a phase paused throughout are states of their own, never mistaken for a setting's capacity.
+
+In the order :func:`judge` tries them:
+
+1. **paused**: publishers were paused throughout (an alarm still makes it overloaded).
+2. **too short**: fewer than :data:`MIN_SECONDS` seconds of figures; not judged further.
+3. **draining a backlog**: consumers took more than the phase brought in (consumed above
+   :data:`CATCH_UP_SHARE` of what the broker took, per copy of a fanned-out message), or
+   queue depth began at a backlog (at least :data:`BACKLOG_SECONDS` seconds of the consume
+   rate) and fell over the phase's recent window. Its latency is the backlog's wait and its
+   throughput the backlog's, neither the setting's: never a candidate.
+4. **overloaded**: a memory or disk alarm; queue depth ends above where it began and grows
+   faster than max(:data:`DEPTH_GROWTH_MIN` msg/s, :data:`DEPTH_GROWTH_SHARE` of the
+   publish rate); or consumers take less than :data:`CONSUME_KEEPS_UP` of what the broker
+   took (confirmed with publisher confirms, else published).
+5. **throttled by credit flow**: the run's own publishers were in credit flow for at least
+   :data:`FLOW_SHARE` of the phase's seconds: the broker held them back and messages
+   waited before the queues.
+6. **back-pressured**: a connection blocked by the broker; publishers below
+   :data:`TARGET_REACHED` of their target (or no target at all: as fast as confirms and
+   flow control allow); pending confirms averaging :data:`WINDOW_FULL` or more of the
+   in-flight window.
+7. **catching up**: publishers sent above :data:`CATCH_UP_SHARE` of their target (the rate
+   schedule making up for a stall or a pause): the figures are a catch-up's.
+8. **sustainable**: none of the above.
+
+``drain`` is not a judgement: the report and the cockpit give it to the seconds after
+publishing stopped at the run's end.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -14,36 +43,54 @@ from enum import StrEnum
 DEPTH_GROWTH_SHARE = 0.02
 #: ...and at least this many messages per second, and ends above where it started.
 DEPTH_GROWTH_MIN = 1.0
-#: Consumers "keep up" when they take at least this share of the publish rate.
+#: Consumers "keep up" when they take at least this share of what the broker took.
 CONSUME_KEEPS_UP = 0.95
 #: Publishers are "held" when they reach less than this share of their target rate...
 TARGET_REACHED = 0.95
 #: ...or their pending confirms average at least this share of the in-flight window.
 WINDOW_FULL = 0.90
-#: A sweep setting is "within a few percent" of the best when its throughput is at least
-#: this share of the best one.
-THROUGHPUT_TOLERANCE = 0.95
-#: A phase consuming more than this share of its target is catching up on a backlog (a
-#: slower phase before it left one): above a second's jitter, below any real catch-up.
+#: Above this share of what came in (or of the target), consumers (or publishers) are
+#: catching up on a backlog: above a second's jitter, below any real catch-up.
 CATCH_UP_SHARE = 1.05
+#: A phase needs this many seconds of figures to be judged at all.
+MIN_SECONDS = 5
+#: Queue depth at a phase's start is a backlog when it holds this many seconds of the
+#: phase's consume rate (and at least :data:`BACKLOG_MIN` messages).
+BACKLOG_SECONDS = 2.0
+BACKLOG_MIN = 100.0
+#: Depth "falls" when its recent slope is below minus this share of the consume rate (and
+#: at least :data:`DEPTH_GROWTH_MIN` msg/s).
+DEPTH_FALL_SHARE = 0.02
+#: Throttled by credit flow: own publishers in flow for at least this share of the seconds.
+FLOW_SHARE = 0.5
 
 
 class Verdict(StrEnum):
     SUSTAINABLE = "sustainable"
     BACK_PRESSURED = "back-pressured"
+    THROTTLED = "throttled by credit flow"
     OVERLOADED = "overloaded"
+    DRAINING = "draining a backlog"
+    CATCHING_UP = "catching up"
+    TOO_SHORT = "too short to judge"
     #: Not a judgement: the consumers' drain after publishing stopped, which has no target
-    #: and no load to judge. :func:`judge` never returns it; the report gives it to the
+    #: and no load to judge. :func:`judge` never returns it; the figures give it to the
     #: drain phase.
     DRAIN = "drain"
     #: Not a judgement either: publishers were paused throughout the phase, so there is no
     #: load to judge (an alarm still makes it overloaded).
     PAUSED = "paused"
 
+    @property
+    def judged_capacity(self) -> bool:
+        """Whether a phase in this state says what its setting can carry: a sweep's
+        candidates come only from these."""
+        return self in (Verdict.SUSTAINABLE, Verdict.BACK_PRESSURED, Verdict.THROTTLED)
+
 
 @dataclass(frozen=True, slots=True)
 class PhaseLoad:
-    """What the verdict looks at, per phase (rates in msg/s, depth slope in msg/s)."""
+    """What the verdict looks at, per phase (rates in msg/s, depth slopes in msg/s)."""
 
     publish_rate: float
     consume_rate: float
@@ -67,27 +114,79 @@ class PhaseLoad:
     #: the second. 0 and 0 (the default): not known, judged as a phase that published.
     seconds: int = 0
     paused_s: int = 0
+    #: The depth's least-squares slope over the phase's recent window (``figures.trend``):
+    #: which way the queues go now. None: not known (fewer than two polls).
+    depth_recent_slope: float | None = None
+    #: How many times each published message is consumed (a fanout to 3 queues: 3).
+    fan_out: int = 1
+    #: Seconds in which the run's own publishers were in credit flow (the broker's
+    #: connection or channel state ``flow``).
+    flow_s: float = 0.0
 
     @property
     def paused_throughout(self) -> bool:
         return self.seconds > 0 and self.paused_s >= self.seconds
 
+    @property
+    def taken(self) -> tuple[float, str]:
+        """What the broker took in (msg/s) and the word for it."""
+        if self.confirm_rate:
+            return self.confirm_rate, "confirmed"
+        return self.publish_rate, "published"
+
+    @property
+    def consumed_per_copy(self) -> float:
+        return self.consume_rate / max(1, self.fan_out)
+
+
+def _depth_words(load: PhaseLoad) -> str:
+    if load.depth_start is None or load.depth_end is None:
+        return "depth not known"
+    return f"queue depth {load.depth_start:.0f} → {load.depth_end:.0f}"
+
+
+def draining(load: PhaseLoad) -> str | None:
+    """Why the phase drains a backlog (rule 3), or None."""
+    taken, what = load.taken
+    consumed = load.consumed_per_copy
+    if taken > 0 and consumed > CATCH_UP_SHARE * taken and consumed - taken >= DEPTH_GROWTH_MIN:
+        return (
+            f"consumers took {consumed:.1f} msg/s, more than the {taken:.1f} msg/s {what} "
+            f"(> {CATCH_UP_SHARE:.0%}): a backlog from before was being taken; {_depth_words(load)}"
+        )
+    start, recent_slope = load.depth_start, load.depth_recent_slope
+    if start is None or recent_slope is None:
+        return None
+    backlog = max(BACKLOG_MIN, BACKLOG_SECONDS * load.consume_rate)
+    falling = recent_slope < -max(DEPTH_GROWTH_MIN, DEPTH_FALL_SHARE * load.consume_rate)
+    if start >= backlog and falling:
+        return (
+            f"{_depth_words(load)}, falling {-recent_slope:.1f} msg/s at the end: a backlog "
+            f"of {start:.0f} messages (≥ {BACKLOG_SECONDS:g} s of the {load.consume_rate:.1f} "
+            "msg/s consumed) was draining"
+        )
+    return None
+
 
 def judge(load: PhaseLoad) -> tuple[Verdict, str]:
-    """The phase's verdict and the reason, in the words of the thresholds above.
-
-    A phase paused throughout has no load to judge: it is ``paused`` (``overloaded`` with
-    an alarm), and the reason says what the consumers did meanwhile."""
-    overloaded: list[str] = []
-    if load.alarm_s > 0:
-        overloaded.append(f"memory or disk alarm for {load.alarm_s:.0f} s")
+    """The phase's verdict and the reason, in the words of the rules above."""
+    alarm = f"memory or disk alarm for {load.alarm_s:.0f} s" if load.alarm_s > 0 else ""
     if load.paused_throughout:
         consumed = f"consumers took {load.consume_rate:.1f} msg/s"
         if load.depth_start is not None and load.depth_end is not None:
-            consumed += f", queue depth {load.depth_start:.0f} → {load.depth_end:.0f}"
-        if overloaded:
-            return Verdict.OVERLOADED, "; ".join([*overloaded, "publishers paused throughout"])
+            consumed += f", {_depth_words(load)}"
+        if alarm:
+            return Verdict.OVERLOADED, f"{alarm}; publishers paused throughout"
         return Verdict.PAUSED, f"publishers paused throughout: no load to judge; {consumed}"
+    if 0 < load.seconds < MIN_SECONDS:
+        return Verdict.TOO_SHORT, (
+            f"{load.seconds} s of figures, fewer than the {MIN_SECONDS} s a verdict needs"
+        )
+    drain = draining(load)
+    if drain is not None:
+        return Verdict.DRAINING, drain
+
+    overloaded: list[str] = [alarm] if alarm else []
     if (
         load.depth_slope is not None
         and load.depth_start is not None
@@ -96,24 +195,32 @@ def judge(load: PhaseLoad) -> tuple[Verdict, str]:
         and load.depth_slope > max(DEPTH_GROWTH_MIN, DEPTH_GROWTH_SHARE * load.publish_rate)
     ):
         overloaded.append(f"queue depth growing {load.depth_slope:.1f} msg/s")
-    taken, what = load.publish_rate, "published"
-    if load.confirm_rate:
-        taken, what = load.confirm_rate, "confirmed"
-    if taken > 0 and load.consume_rate < CONSUME_KEEPS_UP * taken:
+    taken, what = load.taken
+    if taken > 0 and load.consumed_per_copy < CONSUME_KEEPS_UP * taken:
         overloaded.append(
-            f"consumers take {load.consume_rate:.1f} of {taken:.1f} msg/s {what} "
+            f"consumers take {load.consumed_per_copy:.1f} of {taken:.1f} msg/s {what} "
             f"(< {CONSUME_KEEPS_UP:.0%})"
         )
+    flow = ""
+    if load.flow_s > 0:
+        flow = f"publishers in credit flow for {load.flow_s:.0f} s"
     if overloaded:
+        if flow:
+            overloaded.append(f"{flow}: messages waited before the queues")
         return Verdict.OVERLOADED, "; ".join(overloaded)
+    if load.seconds > 0 and load.flow_s >= FLOW_SHARE * load.seconds:
+        return Verdict.THROTTLED, (
+            f"{flow} of {load.seconds} (≥ {FLOW_SHARE:.0%}): the broker held them back and "
+            f"messages waited before the queues; {_depth_words(load)}"
+        )
 
     held: list[str] = []
     if load.blocked_s > 0:
-        held.append(f"connections blocked by flow control for {load.blocked_s:.0f} s")
+        held.append(f"connections blocked by the broker for {load.blocked_s:.0f} s")
+    reached = load.publish_rate
+    if load.publish_rate_unpaused is not None:
+        reached = load.publish_rate_unpaused
     if load.target_rate is not None and load.target_rate > 0:
-        reached = load.publish_rate
-        if load.publish_rate_unpaused is not None:
-            reached = load.publish_rate_unpaused
         if reached < TARGET_REACHED * load.target_rate:
             held.append(
                 f"publishers reach {reached:.1f} of the {load.target_rate:.1f} msg/s "
@@ -127,158 +234,42 @@ def judge(load: PhaseLoad) -> tuple[Verdict, str]:
             f"pending confirms {load.pending_confirms_mean:.0f} fill the in-flight window "
             f"{window} (≥ {WINDOW_FULL:.0%})"
         )
+    if flow:
+        held.append(flow)
     if held:
         return Verdict.BACK_PRESSURED, "; ".join(held) + "; depth flat"
+    if load.target_rate and reached > CATCH_UP_SHARE * load.target_rate:
+        return Verdict.CATCHING_UP, (
+            f"publishers sent {reached:.1f} msg/s, above the {load.target_rate:.1f} msg/s "
+            f"target (> {CATCH_UP_SHARE:.0%}): the rate schedule catching up after a stall"
+        )
     return Verdict.SUSTAINABLE, "consumers keep up, depth flat, target reached"
 
 
-@dataclass(frozen=True, slots=True)
-class SweepPoint:
-    """One row of a sweep: the setting's value, throughput for ranking and e2e latency (ms).
-
-    ``achieved`` is the phase's mean when it was above the target and ``throughput`` is the
-    target instead (see :func:`ranked_throughput`); None when no cap applied.
-    """
-
-    value: int
-    throughput: float
-    p99_ms: float | None
-    verdict: Verdict
-    label: str = ""
-    achieved: float | None = None
-
-    @property
-    def catching_up(self) -> bool:
-        """Consumed more than :data:`CATCH_UP_SHARE` of its target: a backlog left by a
-        slower phase was being taken, so its latency is the backlog's wait, not the
-        setting's."""
-        return self.achieved is not None and self.achieved > CATCH_UP_SHARE * self.throughput
-
-
-def ranked_throughput(
-    value: int,
-    achieved: float,
-    target: float | None,
-    p99_ms: float | None,
-    verdict: Verdict,
-    label: str = "",
-    fan_out: int = 1,
-) -> SweepPoint:
-    """A sweep point whose throughput is the achieved consume mean capped at the target: a
-    phase that consumed faster than its target was catching up on a backlog left by a
-    slower phase; that is not capacity the setting gives and must not win the ranking.
-
-    ``target`` is the publish target; ``fan_out`` how many times each published message is
-    consumed (a fanout exchange to 3 queues: 3), so the cap is ``target × fan_out``.
-    """
-    cap = None if target is None or target <= 0 else target * max(1, fan_out)
-    if cap is not None and achieved > cap:
-        return SweepPoint(value, cap, p99_ms, verdict, label, achieved=achieved)
-    return SweepPoint(value, achieved, p99_ms, verdict, label)
-
-
-@dataclass(frozen=True, slots=True)
-class Recommendation:
-    value: int | None
-    reasoning: tuple[str, ...]
-
-
-def recommend(
-    setting: str,
-    points: Sequence[SweepPoint],
-    max_p99_ms: float | None = None,
-    fan_out: int = 1,
-) -> Recommendation:
-    """The smallest value within :data:`THROUGHPUT_TOLERANCE` of the best throughput, among
-    points that are not overloaded and (when given) whose p99 is at most ``max_p99_ms``.
-    Throughputs capped by :func:`ranked_throughput` are said so in the reasoning
-    (``fan_out`` as it was given there).
-
-    A value is judged by its steady phases: a phase catching up on a backlog
-    (:attr:`SweepPoint.catching_up`) is set aside when a steady phase (not catching up, not
-    overloaded) ran at the same value,
-    so neither the ranking nor the p99 quoted comes from a backlog's wait. Between phases
-    of equal throughput (a capped catch-up and a steady phase at the target), the steady
-    one is the best and the one quoted."""
-    if not points:
-        return Recommendation(None, ("no phases to compare",))
-    repeated = {v for v in (p.value for p in points) if sum(q.value == v for q in points) > 1}
-
-    def name(point: SweepPoint) -> str:
-        """``inflight=100``, with the phase's label when several phases ran at that value."""
-        plain = f"{setting}={point.value}"
-        if point.value in repeated and point.label and point.label != plain:
-            return f"{plain} ({point.label})"
-        return plain
-
-    steady_values = {
-        p.value for p in points if not p.catching_up and p.verdict is not Verdict.OVERLOADED
-    }
-    set_aside = [p for p in points if p.catching_up and p.value in steady_values]
-    ranked = [p for p in points if p not in set_aside]
-    best = max(ranked, key=lambda p: (p.throughput, not p.catching_up))
-    floor = THROUGHPUT_TOLERANCE * best.throughput
-    reasoning = [
-        f"best throughput {best.throughput:.1f} msg/s at {name(best)}; "
-        f"candidates need ≥ {THROUGHPUT_TOLERANCE:.0%} of it ({floor:.1f} msg/s)"
-        + (f" and p99 ≤ {max_p99_ms:g} ms" if max_p99_ms is not None else "")
-        + ", and must not be overloaded"
-    ]
-    # Caps are named where they change a figure as printed; a mean a hair above its target
-    # (a second's jitter) is capped all the same.
-    capped = [p for p in sorted(points, key=lambda p: p.value) if _visibly_capped(p)]
-    if capped:
-        target = "target" if fan_out <= 1 else f"target × {fan_out} (messages fan out)"
-        reasoning.append(
-            f"throughput capped at the phase's {target} where the consume mean exceeded it "
-            "(catch-up on a backlog, not capacity): "
-            + ", ".join(f"{name(p)} {p.achieved:.1f} → {p.throughput:.1f} msg/s" for p in capped)
-        )
-    candidates: list[SweepPoint] = []
-    for point in sorted(points, key=lambda p: (p.value, p.catching_up, -p.throughput)):
-        if point in set_aside:
-            reasoning.append(
-                f"{name(point)}: set aside (catching up on a backlog at "
-                f"{point.achieved or 0.0:.1f} msg/s, p99 {_ms(point.p99_ms)}: the steady "
-                f"phase at {setting}={point.value} stands for this value)"
-            )
-            continue
-        why_not: list[str] = []
-        if point.throughput < floor:
-            why_not.append(f"{point.throughput:.1f} msg/s is below {floor:.1f}")
-        if point.verdict is Verdict.OVERLOADED:
-            why_not.append("overloaded")
-        if max_p99_ms is not None and (point.p99_ms is None or point.p99_ms > max_p99_ms):
-            why_not.append(f"p99 {_ms(point.p99_ms)} is above {max_p99_ms:g} ms")
-        if why_not:
-            reasoning.append(f"{name(point)}: excluded ({'; '.join(why_not)})")
-        else:
-            reasoning.append(
-                f"{name(point)}: candidate ({point.throughput:.1f} msg/s"
-                + (
-                    f" capped at the target, {point.achieved:.1f} achieved"
-                    if _visibly_capped(point)
-                    else ""
-                )
-                + f", p99 {_ms(point.p99_ms)})"
-            )
-            candidates.append(point)
-    if not candidates:
-        reasoning.append("no value meets every condition: no recommendation")
-        return Recommendation(None, tuple(reasoning))
-    chosen = min(candidates, key=lambda p: (p.value, p.catching_up, -p.throughput))
-    reasoning.append(
-        f"recommended {name(chosen)}: the smallest candidate "
-        f"({chosen.throughput / best.throughput:.0%} of the best throughput, "
-        f"p99 {_ms(chosen.p99_ms)}"
-        + (f" vs {_ms(best.p99_ms)} at the best)" if best is not chosen else ")")
+def rules() -> tuple[str, ...]:
+    """The verdict rules in words, with the constants they use: what every report, the
+    cockpit's help and the docs quote."""
+    return (
+        "paused: publishers paused throughout the phase (an alarm still makes it "
+        "overloaded); not judged, never a sweep row",
+        f"too short to judge: fewer than {MIN_SECONDS} s of figures",
+        f"draining a backlog: consumers took more than {CATCH_UP_SHARE:.0%} of what the broker "
+        f"took in the phase, or queue depth began at a backlog (≥ {BACKLOG_SECONDS:g} s of the "
+        f"consume rate and ≥ {BACKLOG_MIN:.0f} messages) and fell faster than "
+        f"max({DEPTH_GROWTH_MIN:g} msg/s, {DEPTH_FALL_SHARE:.0%} of the consume rate) over "
+        "the phase's last 15 s; its latency and throughput are the backlog's, never a "
+        "candidate",
+        f"overloaded: a memory or disk alarm; or queue depth ends higher than it began and "
+        f"grows faster than max({DEPTH_GROWTH_MIN:g} msg/s, {DEPTH_GROWTH_SHARE:.0%} of the "
+        f"publish rate); or consumers take less than {CONSUME_KEEPS_UP:.0%} of what the "
+        "broker took (the confirm rate with publisher confirms, else the publish rate)",
+        f"throttled by credit flow: the run's own publishers in credit flow for ≥ "
+        f"{FLOW_SHARE:.0%} of the phase's seconds (messages waited before the queues)",
+        f"back-pressured: a connection blocked by the broker; or publishers below "
+        f"{TARGET_REACHED:.0%} of their target (or no target at all); or pending confirms "
+        f"averaging ≥ {WINDOW_FULL:.0%} of the in-flight window (limit × publishers)",
+        f"catching up: publishers above {CATCH_UP_SHARE:.0%} of their target (the rate "
+        "schedule making up for a stall)",
+        "sustainable: none of the above (consumers keep up, depth flat, target reached)",
+        "drain (not a verdict): the seconds after publishing stopped at the run's end",
     )
-    return Recommendation(chosen.value, tuple(reasoning))
-
-
-def _visibly_capped(point: SweepPoint) -> bool:
-    return point.achieved is not None and f"{point.achieved:.1f}" != f"{point.throughput:.1f}"
-
-
-def _ms(value: float | None) -> str:
-    return "n/a" if value is None else f"{value:.2f} ms"

@@ -136,10 +136,10 @@ def build_report(
     opened, skipped = open_sessions(spark, sessions)
     stage("open sessions")
     starting(2, "per-phase figures with Spark")
-    measured: Measurements = measure(spark, opened)
+    measured: Measurements = measure(spark, opened, max_p99_ms)
     stage("Spark")
     starting(3, "verdicts and sweeps")
-    all_figures = build_figures(opened, measured, max_p99_ms)
+    all_figures = build_figures(opened, measured)
     stage("figures")
     starting(4, "tables and charts")
 

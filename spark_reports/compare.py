@@ -113,13 +113,14 @@ def benchmarks(all_figures: Sequence[SessionFigures]) -> list[list[int]]:
 
 
 def representative(rows: Sequence[PhaseFigures], fan_out: int = 1) -> PhaseFigures:
-    """The phase that stands for a value several phases ran at: a steady one (not catching
-    up, not overloaded) before the others, then the highest ranked throughput."""
+    """The phase that stands for a value several phases ran at: one whose verdict judges
+    capacity (not draining a backlog, catching up or too short) before the others, then not
+    overloaded, then the highest ranked throughput."""
 
     def rank(phase: PhaseFigures) -> tuple[bool, bool, float]:
         point = sweep_point(phase, "inflight", fan_out)
         return (
-            not point.catching_up,
+            phase.verdict is not None and phase.verdict.judged_capacity,
             phase.verdict is not Verdict.OVERLOADED,
             point.throughput,
         )

@@ -1,27 +1,24 @@
-"""From collected measurements to per-phase figures, verdicts, sweeps and tables."""
+"""From collected measurements to the report's tables: each session's figures come from
+``figures.run`` (the one computation every front-end shares); this module lays them out."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowdeck.figures.phases import Phase
-from flowdeck.figures.stats import PERCENTILES, Row
-from flowdeck.figures.verdict import (
-    PhaseLoad,
-    Recommendation,
-    SweepPoint,
-    Verdict,
-    judge,
-    ranked_throughput,
-    recommend,
-)
+from flowdeck.figures import SWEEP_LATENCY, SWEEP_SETTINGS, PhaseFigures, RunFigures, Sweep
+from flowdeck.figures.latency import QUANTILE_NAMES
+from flowdeck.figures.run import load_phases as run_load_phases
+from flowdeck.figures.run import sweep_point
+from flowdeck.figures.stats import Row
 from flowdeck.spark_reports.faults import DataSafety, Fault, faults
-from flowdeck.spark_reports.measure import Measurements, active_spans
+from flowdeck.spark_reports.measure import Measurements
 from flowdeck.spark_reports.sessions import Session
 from flowdeck.spark_reports.tables import Cell, Table
+
+__all__ = ["SWEEP_LATENCY", "SWEEP_SETTINGS", "PhaseFigures", "Sweep", "sweep_point"]
 
 LATENCY_ORDER: tuple[tuple[str, str], ...] = (
     ("e2e", "actual"),
@@ -29,9 +26,6 @@ LATENCY_ORDER: tuple[tuple[str, str], ...] = (
     ("confirm", "actual"),
     ("confirm", "intended"),
 )
-#: The latency the sweep tables show, like the seeds' consumer-side latency.
-SWEEP_LATENCY = ("e2e", "actual")
-SWEEP_SETTINGS: tuple[str, ...] = ("inflight", "prefetch", "ack_every")
 SETTING_TITLES = {
     "inflight": "In-flight limit",
     "prefetch": "Prefetch",
@@ -40,235 +34,80 @@ SETTING_TITLES = {
 
 
 @dataclass(frozen=True, slots=True)
-class PhaseFigures:
-    session: str
-    phase: Phase
-    start_s: float
-    duration_s: float | None
-    client: Row  # phase_client row (empty when the phase has no client data)
-    broker: Row
-    latency: dict[tuple[str, str], Row]
-    verdict: Verdict | None
-    reason: str
-
-    @property
-    def has_data(self) -> bool:
-        return bool(self.client.get("seconds"))
-
-    @property
-    def is_drain(self) -> bool:
-        return self.phase.drain
-
-    def setting(self, name: str) -> int | None:
-        value = self.client.get(name)
-        return None if value is None else int(value)
-
-    def latency_ms(self, key: tuple[str, str], column: str) -> float | None:
-        value = self.latency.get(key, {}).get(column)
-        return None if value is None else value / 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Sweep:
-    session: str
-    setting: str
-    rows: tuple[PhaseFigures, ...]
-    recommendation: Recommendation
-
-
-@dataclass(frozen=True, slots=True)
 class SessionFigures:
+    """One session's figures (``figures.run``, the one computation) and what only a report
+    adds: the session it came from, its faults, its data safety and per-host rows."""
+
     session: Session
-    phases: tuple[PhaseFigures, ...]
-    sweeps: tuple[Sweep, ...]
-    whole: Row  # session_client row
-    whole_latency: dict[tuple[str, str], Row]
-    duration_s: float | None
+    run: RunFigures
     faults: tuple[Fault, ...] = ()
     safety: DataSafety | None = None
-    fan_out: int = 1
-    #: The rates' active time came from the run's own times (else from its bounds).
-    active_recorded: bool = False
     #: Per host, for a run whose workers ran on Spark hosts (``spark_reports.hosts``).
     hosts: tuple[Row, ...] = ()
 
+    @property
+    def phases(self) -> tuple[PhaseFigures, ...]:
+        return self.run.phases
 
-def _by(rows: Sequence[Row], *keys: str) -> dict[tuple[Any, ...], Row]:
-    return {tuple(row[k] for k in keys): row for row in rows}
+    @property
+    def sweeps(self) -> tuple[Sweep, ...]:
+        return self.run.sweeps
+
+    @property
+    def whole(self) -> Row:
+        return self.run.whole
+
+    @property
+    def whole_latency(self) -> Mapping[tuple[str, str], Row]:
+        return self.run.whole_latency
+
+    @property
+    def duration_s(self) -> float | None:
+        return self.run.duration_s
+
+    @property
+    def fan_out(self) -> int:
+        return self.run.fan_out
+
+    @property
+    def active_recorded(self) -> bool:
+        return self.run.active_recorded
 
 
-def build_figures(
-    sessions: Sequence[Session], measured: Measurements, max_p99_ms: float | None
-) -> list[SessionFigures]:
-    client = _by(measured.phase_client, "session", "phase")
-    broker = _by(measured.phase_broker, "session", "phase")
-    latency: dict[tuple[str, int], dict[tuple[str, str], Row]] = defaultdict(dict)
-    for row in measured.phase_latency:
-        latency[(row["session"], row["phase"])][(row["kind"], row["basis"])] = row
-    whole_latency: dict[str, dict[tuple[str, str], Row]] = defaultdict(dict)
-    for row in measured.session_latency:
-        whole_latency[row["session"]][(row["kind"], row["basis"])] = row
-    whole = _by(measured.session_client, "session")
+def build_figures(sessions: Sequence[Session], measured: Measurements) -> list[SessionFigures]:
+    """Each session's figures with its faults, data safety and hosts."""
     host_rows: dict[str, list[Row]] = defaultdict(list)
     for row in measured.host_client:
         host_rows[row["session"]].append(row)
-    last_second: dict[str, int] = {}
-    consumed: dict[str, dict[int, float]] = defaultdict(dict)
-    # What publishers get done per second: confirms when the run asks for them (a publisher
-    # whose confirms stop is stalled even while its window drains), else publishes.
-    confirmed: dict[str, dict[int, float]] = defaultdict(dict)
-    published: dict[str, dict[int, float]] = defaultdict(dict)
-    for row in measured.seconds:
-        last_second[row["session"]] = max(last_second.get(row["session"], -1), row["sec"])
-        consumed[row["session"]][row["sec"]] = float(row["consume_rate"] or 0.0)
-        confirmed[row["session"]][row["sec"]] = float(row["confirm_rate"] or 0.0)
-        published[row["session"]][row["sec"]] = float(row["publish_rate"] or 0.0)
-
     result: list[SessionFigures] = []
     for session in sessions:
-        # An unfinished session ends where its data ends.
-        data_end_us = session.start_us + (last_second.get(session.key, -1) + 1) * 1_000_000
-        phases: list[PhaseFigures] = []
-        for phase in session.phases:
-            finish = phase.finish_us if phase.finish_us is not None else data_end_us
-            c = client.get((session.key, phase.index), {})
-            b = broker.get((session.key, phase.index), {})
-            verdict: Verdict | None = None
-            reason = "no client data in this phase"
-            if phase.drain:
-                if c:
-                    c = {**c, "target_rate": None}  # publishing has stopped: nothing to reach
-                verdict, reason = Verdict.DRAIN, _drain_reason(phase, session, c)
-            elif c.get("seconds"):
-                verdict, reason = judge(_load(c, b))
-                paused = int(c.get("paused_s") or 0)
-                if 0 < paused < c["seconds"]:
-                    reason += (
-                        f"; {paused} s paused (for all or part of the second), left out of "
-                        "the target comparison"
-                    )
-            phases.append(
-                PhaseFigures(
-                    session=session.key,
-                    phase=phase,
-                    start_s=(phase.begin_us - session.start_us) / 1e6,
-                    duration_s=max(0.0, (finish - phase.begin_us) / 1e6),
-                    client=c,
-                    broker=b,
-                    latency=latency.get((session.key, phase.index), {}),
-                    verdict=verdict,
-                    reason=reason,
-                )
-            )
-        end_us = session.phases[-1].finish_us or data_end_us
-        fan_out = _fan_out(whole.get((session.key,)))
+        run = measured.runs[session.key]
+        # What publishers get done per second: confirms when the run asks for them (a
+        # publisher whose confirms stop is stalled even while its window drains), else
+        # publishes.
+        done = "confirm_rate" if session.manifest.spec.get("confirms", True) else "publish_rate"
         result.append(
             SessionFigures(
                 session=session,
-                phases=tuple(phases),
-                sweeps=tuple(_sweeps(session.key, phases, max_p99_ms, fan_out)),
-                whole=whole.get((session.key,), {}),
-                whole_latency=whole_latency.get(session.key, {}),
-                duration_s=(end_us - session.start_us) / 1e6,
+                run=run,
                 faults=tuple(
                     faults(
                         session.events,
                         session.manifest.start,
-                        consumed[session.key],
-                        (confirmed if session.manifest.spec.get("confirms", True) else published)[
-                            session.key
-                        ],
+                        {row["sec"]: float(row["consume_rate"] or 0.0) for row in run.seconds},
+                        {row["sec"]: float(row[done] or 0.0) for row in run.seconds},
                     )
                 ),
                 safety=DataSafety.from_summary(session.manifest.summary),
-                fan_out=fan_out,
-                active_recorded=active_spans(session).recorded,
                 hosts=tuple(host_rows.get(session.key, ())),
             )
         )
     return result
 
 
-def _drain_reason(phase: Phase, session: Session, c: Row) -> str:
-    at = (phase.begin_us - session.start_us) / 1e6
-    consumed = c.get("consume_rate_mean")
-    rate = "" if consumed is None else f" ({consumed:.1f} msg/s)"
-    return (
-        f"the drain: publishing stopped at {at:.1f} s and consumers take what is left"
-        f"{rate}; no target, not judged, not part of any sweep"
-    )
-
-
-def _fan_out(whole: Row | None) -> int:
-    """How many times each published message is consumed over the whole run (1 unless an
-    exchange routes a message to several consumed queues), from the run's totals."""
-    published = float((whole or {}).get("publish_rate_mean") or 0.0)
-    consumed = float((whole or {}).get("consume_rate_mean") or 0.0)
-    return max(1, round(consumed / published)) if published > 0 else 1
-
-
-def _load(c: Row, b: Row) -> PhaseLoad:
-    unpaused = c.get("publish_rate_unpaused_mean") if c.get("paused_s") else None
-    return PhaseLoad(
-        publish_rate_unpaused=None if unpaused is None else float(unpaused),
-        publish_rate=float(c.get("publish_rate_mean") or 0.0),
-        consume_rate=float(c.get("consume_rate_mean") or 0.0),
-        confirm_rate=float(c.get("confirm_rate_mean") or 0.0),
-        target_rate=c.get("target_rate"),
-        pending_confirms_mean=float(c.get("pending_confirms_mean") or 0.0),
-        inflight=int(c.get("inflight") or 0),
-        publishers=int(c.get("publishers") or 0),
-        blocked_s=float(c.get("blocked_s") or 0),
-        alarm_s=float(b.get("alarm_s") or 0.0),
-        depth_start=b.get("depth_start"),
-        depth_end=b.get("depth_end"),
-        depth_slope=b.get("depth_slope"),
-        seconds=int(c.get("seconds") or 0),
-        paused_s=int(c.get("paused_s") or 0),
-    )
-
-
 def load_phases(figures: SessionFigures | Sequence[PhaseFigures]) -> list[PhaseFigures]:
-    """The phases a sweep or a comparison looks at: with data, not the drain, not paused
-    throughout."""
-    phases = figures.phases if isinstance(figures, SessionFigures) else figures
-    return [
-        p
-        for p in phases
-        if p.has_data and not p.is_drain and (p.client.get("paused_s") or 0) < p.client["seconds"]
-    ]
-
-
-def sweep_point(phase: PhaseFigures, setting: str, fan_out: int = 1) -> SweepPoint:
-    """The phase as a sweep point: its consume mean capped at its target
-    (:func:`figures.verdict.ranked_throughput`) and its e2e p99."""
-    return ranked_throughput(
-        value=int(phase.setting(setting) or 0),
-        achieved=float(phase.client.get("consume_rate_mean") or 0.0),
-        target=phase.client.get("target_rate"),
-        p99_ms=phase.latency_ms(SWEEP_LATENCY, "p99"),
-        verdict=phase.verdict or Verdict.OVERLOADED,
-        label=phase.phase.label,
-        fan_out=fan_out,
-    )
-
-
-def _sweeps(
-    key: str, phases: Sequence[PhaseFigures], max_p99_ms: float | None, fan_out: int = 1
-) -> list[Sweep]:
-    """A session sweeps a setting when its load phases (:func:`load_phases`) ran at more
-    than one value. Throughput for ranking is the consume mean capped at the phase's
-    target (:func:`figures.verdict.ranked_throughput`)."""
-    active = load_phases(phases)
-    sweeps: list[Sweep] = []
-    for setting in SWEEP_SETTINGS:
-        values = {p.setting(setting) for p in active} - {None}
-        if len(values) < 2:
-            continue
-        points = [sweep_point(p, setting, fan_out) for p in active]
-        recommendation = recommend(setting, points, max_p99_ms, fan_out)
-        sweeps.append(Sweep(key, setting, tuple(active), recommendation))
-    return sweeps
+    """The phases a sweep or a comparison looks at (``figures.run.load_phases``)."""
+    return run_load_phases(figures.phases if isinstance(figures, SessionFigures) else figures)
 
 
 # ---------------------------------------------------------------- tables
@@ -316,13 +155,19 @@ MEAN_MEANING = (
 )
 
 
+#: How the throughput table marks the recommended phase (what the cockpit highlights).
+RECOMMENDED_MARK = "★"
+
+
 def throughput_table(figures: SessionFigures) -> Table:
     columns = (
         "phase", "label", "start s", "duration s", "inflight", "prefetch", "ack every",
         "publishers", "consumers", "target msg/s",
         *(name for name, _ in RATE_COLUMNS),
         *(name for name, _ in ACTIVE_COLUMNS),
+        "recommended",
     )  # fmt: skip
+    chosen = next((s.best for s in figures.sweeps if s.best is not None), None)
     rows = []
     for p in figures.phases:
         c = p.client
@@ -337,6 +182,7 @@ def throughput_table(figures: SessionFigures) -> Table:
                 rounded(c.get("target_rate")),
                 *(rounded(c.get(key)) for _, key in RATE_COLUMNS),
                 *(rounded(c.get(key)) for _, key in ACTIVE_COLUMNS),
+                RECOMMENDED_MARK if chosen is not None and p.phase is chosen.phase else None,
             )
         )  # fmt: skip
     return Table(
@@ -348,7 +194,8 @@ def throughput_table(figures: SessionFigures) -> Table:
         "whole run's (below). Per-second sd and min: population standard deviation and "
         "minimum of the phase's per-second rates, how steady it ran. Target is the mean "
         "over the seconds not paused, empty when publishers have no rate limit. The drain "
-        "phase is the seconds after publishing stopped at the run's end.",
+        "phase is the seconds after publishing stopped at the run's end. Recommended: "
+        f"{RECOMMENDED_MARK} on the phase the first sweep's recommendation stands on.",
         reasoning=whole_run_lines(figures),
     )
 
@@ -453,14 +300,14 @@ def latency_table(figures: SessionFigures) -> Table:
                     p.phase.label,
                     f"{kind} {basis}",
                     int(lat["count"]),
-                    *(ms(lat[f"p{q}"]) for q in PERCENTILES),
+                    *(ms(lat.get(name)) for name in QUANTILE_NAMES),
                     ms(lat["max"]),
                 )
             )
     return Table(
         name=f"{figures.session.key}-latency",
         title=f"{figures.session.title}: latency per phase (ms)",
-        columns=("phase", "label", "latency", "count", "p50", "p75", "p95", "p99", "max"),
+        columns=("phase", "label", "latency", "count", "p50", "p75", "p95", "p99", "p99.9", "max"),
         rows=tuple(rows),
         note="Merged exactly from the recorded HDR histograms of all workers and seconds "
         "(not averaged percentiles). e2e = publish to consume, confirm = publish to "

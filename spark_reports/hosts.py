@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowdeck.figures import active, stats
+from flowdeck.figures import active
+from flowdeck.figures.latency import latency_percentiles
 from flowdeck.figures.phases import Phase
 
 Row = dict[str, Any]
@@ -84,7 +85,7 @@ def host_figures(
         for row in buckets
         if row["worker"] in where
     ]
-    latency = {row["host"]: row for row in stats.latency_percentiles(host_buckets, ["host"])}
+    latency = {row["host"]: row for row in latency_percentiles(host_buckets, ["host"])}
     result = []
     for host in sorted({p.host for p in where.values()}):
         mine = [p for p in where.values() if p.host == host]

@@ -31,7 +31,7 @@ Rules (``docs/reports.md`` states them for readers of a report):
 * Latency percentiles: the bucket rows of all workers and seconds of a phase summed per
   ``value_us``; the q-th percentile is the first value whose running count reaches
   ``max(1, int(q * total / 100 + 0.5))`` — exactly what an HDR histogram merged from them
-  reports (``engine.latency.percentile_from_buckets``).
+  reports (``figures.latency``).
 * Broker: only fresh polls (``stale_reason`` empty) of one source per session (the one
   with most polls); a poll belongs to the phase in force when it was taken. Queue depth is
   the ready count summed over the run's queues; its slope is the least-squares slope over
@@ -49,8 +49,10 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from flowdeck.engine.recording.format import BROKER_DIR, CLIENT_DIR, LATENCY_DIR
-from flowdeck.figures import active, stats
+from flowdeck.figures import RunFigures, RunInputs, run_figures
+from flowdeck.figures.active import ActiveSpans
 from flowdeck.figures.phases import HALF_SECOND_US
+from flowdeck.figures.run import active_spans as run_active_spans
 from flowdeck.figures.stats import Row
 from flowdeck.spark_reports import hosts
 from flowdeck.spark_reports.sessions import Session, read_table, small_table
@@ -58,13 +60,11 @@ from flowdeck.spark_reports.sessions import Session, read_table, small_table
 
 @dataclass(frozen=True, slots=True)
 class Measurements:
-    """Collected results, plain dicts keyed by the column names documented above."""
+    """Collected results: each session's figures (``figures.run``, from the rows and
+    buckets Spark reduced), and the rows the charts draw, plain dicts keyed by the column
+    names documented above."""
 
-    phase_client: list[Row]  # session, phase, seconds, rates (mean/sd/min), gauges, settings
-    phase_latency: list[Row]  # session, phase, kind, basis, count, p50..p99, max (µs)
-    session_latency: list[Row]  # session, kind, basis, count, p50..p99, max (µs)
-    session_client: list[Row]  # session, seconds, whole-run rate means, totals
-    phase_broker: list[Row]  # session, phase, depth start/end/slope, memory, alarm seconds
+    runs: dict[str, RunFigures]  # by session key
     seconds: list[Row]  # session, phase, sec, publish/confirm/consume rate, pending, ...
     second_latency: list[Row]  # session, sec, kind, basis, p50, p99 (µs)
     broker_polls: list[Row]  # session, sec (float), queue_ready, mem_used, alarms
@@ -166,44 +166,22 @@ def _small_rows(
     return rows
 
 
-def active_spans(session: Session) -> active.ActiveSpans:
-    """When the session's clients were active: the summary's first and last send, confirm
-    and delivery, or, for a session that kept none, the run's bounds."""
-    last = session.phases[-1]
-    return active.ActiveSpans.of_session(
-        session.manifest.summary,
-        session.start_us,
-        last.begin_us if last.drain else None,
-        last.finish_us,
-    )
+def active_spans(session: Session) -> ActiveSpans:
+    """When the session's clients were active (``figures.run.active_spans``)."""
+    return run_active_spans(session.phases, session.start_us, session.manifest.summary)
 
 
-def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
+def measure(
+    spark: SparkSession, sessions: Sequence[Session], max_p99_ms: float | None = None
+) -> Measurements:
     """Reduce the sessions: the latency buckets with Spark (two jobs: summed per phase and
     value, and each second's chart percentiles), the small tables (a row per worker-second
-    or poll) on the driver; then every statistic from those."""
-    seconds: list[Row] = []
-    fresh: list[Row] = []
-    throughput: dict[tuple[str, int], Row] = {}
-    whole: dict[str, Row] = {}
+    or poll) on the driver; then every figure by ``figures.run``, the one computation."""
     clients: dict[str, list[Row]] = {}
+    polls: dict[str, list[Row]] = {}
     for session in sessions:
-        client = _small_rows(spark, session, CLIENT_DIR, CLIENT_COLUMNS)
-        clients[session.key] = client
-        mine = stats.client_seconds(client, session.key, session.start_us, session.phases)
-        seconds += mine
-        per_phase = active.phase_throughput(
-            client,
-            session.start_us,
-            session.phases,
-            active_spans(session),
-            paused_seconds={row["sec"] for row in mine if row["paused"]},
-        )
-        throughput.update({(session.key, index): row for index, row in per_phase.items()})
-        whole[session.key] = active.whole_throughput(per_phase.values())
-        polls = _small_rows(spark, session, BROKER_DIR, BROKER_COLUMNS)
-        fresh += [row for row in polls if row["stale_reason"] == ""]
-    polls_by_session = stats.chosen_polls(fresh)
+        clients[session.key] = _small_rows(spark, session, CLIENT_DIR, CLIENT_COLUMNS)
+        polls[session.key] = _small_rows(spark, session, BROKER_DIR, BROKER_COLUMNS)
     # The bucket rows are the bulk of a session: Spark sums them per phase and bucket (a
     # few hundred rows per phase), and takes each second's chart percentiles in one pass.
     located = read_table(spark, sessions, LATENCY_DIR, with_second_and_phase)
@@ -212,27 +190,41 @@ def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
             F.sum("count").alias("count")
         )
     )
+    latency: dict[str, dict[tuple[int, str, str], dict[int, int]]] = {}
+    for row in buckets:
+        per_phase = latency.setdefault(row["session"], {})
+        counts = per_phase.setdefault((row["phase"], row["kind"], row["basis"]), {})
+        counts[row["value_us"]] = counts.get(row["value_us"], 0) + row["count"]
     second_latency = _collect(
         second_percentiles(located.filter(F.col("kind") == CHART_LATENCY_KIND))
     )
     second_latency.sort(key=lambda r: (r["session"], r["sec"]))
     host_client = _host_figures(located, sessions, clients)
-    starts = {s.key: (s.start_us, s.phases) for s in sessions}
+    runs: dict[str, RunFigures] = {}
+    for session in sessions:
+        runs[session.key] = run_figures(
+            RunInputs(
+                key=session.key,
+                start_us=session.start_us,
+                phases=tuple(session.phases),
+                client_rows=clients[session.key],
+                polls=polls[session.key],
+                latency=latency.get(session.key, {}),
+                summary=session.manifest.summary,
+            ),
+            max_p99_ms,
+        )
     charted = ("queue_ready", "queue_unacked", "mem_used", "mem_limit", "mem_alarm",
                "disk_alarm", "unconfirmed")  # fmt: skip
     broker_polls = [
-        {"session": session, "sec": (row["t_us"] - starts[session][0]) / 1e6,
-         **{k: row[k] for k in charted}}
-        for session, rows in sorted(polls_by_session.items())
-        for row in rows
+        {"session": key, "sec": (row["t_us"] - run.start_us) / 1e6,
+         **{k: row.get(k) for k in charted}}
+        for key, run in sorted(runs.items())
+        for row in run.polls
     ]  # fmt: skip
     return Measurements(
-        phase_client=stats.phase_client_stats(seconds, throughput),
-        phase_latency=stats.latency_percentiles(buckets, ["session", "phase"]),
-        session_latency=stats.latency_percentiles(buckets, ["session"]),
-        session_client=stats.session_client_stats(seconds, whole),
-        phase_broker=stats.phase_broker_stats(polls_by_session, starts),
-        seconds=seconds,
+        runs=runs,
+        seconds=[row for run in runs.values() for row in run.seconds],
         second_latency=second_latency,
         broker_polls=broker_polls,
         host_client=host_client,

@@ -8,15 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from flowdeck.figures.verdict import (
-    CATCH_UP_SHARE,
-    CONSUME_KEEPS_UP,
-    DEPTH_GROWTH_MIN,
-    DEPTH_GROWTH_SHARE,
-    TARGET_REACHED,
-    THROUGHPUT_TOLERANCE,
-    WINDOW_FULL,
-)
+from flowdeck.figures import sweep, verdict
 from flowdeck.spark_reports.figures import MEAN_MEANING, SessionFigures
 from flowdeck.spark_reports.tables import Table, format_cell
 
@@ -56,31 +48,13 @@ class Section:
 
 
 def thresholds_text() -> list[str]:
-    """The verdict rules, exactly as ``figures.verdict`` applies them, after what the
-    rates they compare mean."""
-    return [
-        f"<b>msg/s</b>: {html.escape(MEAN_MEANING)}.",
-        f"<b>overloaded</b>: a memory or disk alarm during the phase; or queue depth ends "
-        f"higher than it started and grows faster than max({DEPTH_GROWTH_MIN:g} msg/s, "
-        f"{DEPTH_GROWTH_SHARE:.0%} of the publish rate); or consumers take less than "
-        f"{CONSUME_KEEPS_UP:.0%} of the confirm rate (with publisher confirms; else of "
-        f"the publish rate).",
-        f"<b>back-pressured</b> (not overloaded): a connection blocked by flow control; or "
-        f"publishers reach less than {TARGET_REACHED:.0%} of their target rate (or have "
-        f"none); or pending confirms average ≥ {WINDOW_FULL:.0%} of the in-flight window "
-        f"(limit × publishers).",
-        "<b>sustainable</b>: neither — consumers keep up, depth flat, target reached.",
-        "<b>drain</b> (not a verdict): the seconds after publishing stopped at the run's end, "
-        "while consumers take what is left; no target, not judged, never a sweep row.",
-        "<b>paused</b> (not a verdict): publishers were paused throughout the phase (an alarm "
-        "still makes it overloaded); never a sweep row.",
-        f"<b>recommended setting</b>: the smallest value whose throughput is ≥ "
-        f"{THROUGHPUT_TOLERANCE:.0%} of the sweep's best, not overloaded, and (with "
-        f"<code>--max-p99-ms</code>) within that e2e p99; a phase's throughput is its mean "
-        f"consume rate capped at its target (above it is catch-up, not capacity); a phase "
-        f"consuming more than {CATCH_UP_SHARE:.0%} of its target is set aside when a steady "
-        f"phase ran at the same value, so the p99 quoted is the steady phase's.",
-    ]
+    """The verdict and recommendation rules, exactly as ``figures.verdict`` and
+    ``figures.sweep`` apply them, after what the rates they compare mean."""
+    lines = [f"<b>msg/s</b>: {html.escape(MEAN_MEANING)}."]
+    for rule in (*verdict.rules(), *sweep.rules()):
+        name, _, text = rule.partition(": ")
+        lines.append(f"<b>{html.escape(name)}</b>: {html.escape(text)}.")
+    return lines
 
 
 def table_html(table: Table) -> str:

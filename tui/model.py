@@ -17,9 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from flowdeck.collectors import BrokerSample
 from flowdeck.engine import (
-    ActiveTimes,
+    STEERABLE,
     ClientSnapshot,
-    Depth,
     EventKind,
     LatencyKind,
     Percentiles,
@@ -32,18 +31,23 @@ from flowdeck.engine import (
     Tick,
     format_number,
     parse_change,
-    phase_load,
 )
-from flowdeck.engine import PhaseFigures as ReportPhase
-from flowdeck.figures.verdict import (
+from flowdeck.figures import (
+    SWEEP_LATENCY,
     PhaseLoad,
     Recommendation,
-    SweepPoint,
+    RunFigures,
+    Trend,
     Verdict,
     judge,
     ranked_throughput,
+    recent,
     recommend,
+    slope,
+    trend_of,
 )
+from flowdeck.figures import SWEEP_SETTINGS as FIGURE_SWEEP_SETTINGS
+from flowdeck.figures import PhaseFigures as ReportPhase
 
 if TYPE_CHECKING:
     from flowdeck.engine import HostRow
@@ -52,8 +56,6 @@ if TYPE_CHECKING:
 WINDOW_SECONDS = 300
 #: A source whose figures are older than this many statistics intervals is shown as stale.
 STALE_AFTER_INTERVALS = 3.0
-#: The run summary's ``active`` times (``engine.snapshot.ActiveTimes``'s fields).
-ACTIVE_TIMES = ("first_publish", "last_publish", "last_confirm", "first_consume", "last_consume")
 #: The per-phase figures are recomputed no sooner than this many times what they took
 #: last (so they take at most a tenth of the screen's time).
 REPORT_COST_FACTOR = 10.0
@@ -328,17 +330,19 @@ class RunHistory:
     #: The clock ages are measured against: None = the wall clock (a live run); a replay
     #: sets it to the recorded time being shown.
     clock: float | None = None
-    #: The report's per-phase figures (msg/s = messages over the clients' active time), fed
-    #: the workers' snapshots each tick carries; empty when ticks come without them (an
-    #: attached run: the control API sends no snapshots).
-    report: PhaseTable = field(default_factory=PhaseTable)
+    #: The run's per-phase figures (``figures.run``, what the report computes), fed the
+    #: workers' snapshots each tick carries, the broker samples and the events; it has
+    #: none when ticks come without snapshots (an attached run: the control API sends
+    #: none). It keeps the e2e latency only (the table's p50 and p99): decoding every
+    #: worker's four histograms a second time would cost the screen's loop.
+    report: PhaseTable = field(default_factory=lambda: PhaseTable(latency_keys=(TABLE_LATENCY,)))
     #: How many snapshots ``report`` has taken in.
     snapshots: int = 0
-    #: ``report``'s figures as of (``snapshots``, events), when they were computed
-    #: (monotonic) and how long that took.
     #: One row per worker: where it runs, its clients, msg/s and CPU (the hosts tab).
     hosts: HostTable = field(default_factory=HostTable)
-    _report_cache: tuple[int, int, tuple[ReportPhase, ...]] | None = None
+    #: ``report``'s figures as of (``snapshots``, events), when they were computed
+    #: (monotonic) and how long that took.
+    _report_cache: tuple[int, int, RunFigures | None] | None = None
     _report_at: float = 0.0
     _report_cost: float = 0.0
 
@@ -350,16 +354,10 @@ class RunHistory:
             self.started_at = tick.at - tick.elapsed
         self.hosts.add_tick(tick.workers, tick.snapshots)
         if tick.snapshots:
-            if self.snapshots == 0:
+            if self.report.started_at is None:
                 self.report.begin(self.started_at)
             for snap in tick.snapshots:
-                # The e2e histogram only (the table's p50 and p99, merged per phase as the
-                # report merges them): decoding every worker's four a second time would
-                # cost the screen's loop.
-                e2e = snap.latency.get(TABLE_LATENCY)
-                self.report.add_snapshot(
-                    replace(snap, latency={} if e2e is None else {TABLE_LATENCY: e2e})
-                )
+                self.report.add_snapshot(snap)
             self.snapshots += len(tick.snapshots)
         if self.last_tick is not None and tick.phase_index != self.last_tick.phase_index:
             self.phases.append(PhaseMark(tick.elapsed, tick.phase))
@@ -427,6 +425,10 @@ class RunHistory:
 
     def add_broker(self, sample: BrokerSample) -> None:
         self.broker[sample.source] = sample
+        if self.started_at is not None:
+            if self.report.started_at is None:
+                self.report.begin(self.started_at)
+            self.report.add_poll(sample)
         if not sample.stale and sample.queues:
             elapsed = sample.taken_at - (self.started_at or sample.taken_at)
             self.depth.append((elapsed, sample.queue_depth))
@@ -460,32 +462,32 @@ class RunHistory:
             resource = str(event.detail.get("alarm", "")) or _alarm_word(event.message)
             self.alarms.discard(resource)
 
-    def run_ended(self, active: Mapping[str, float | None]) -> None:
-        """The run's summary says when the clients were active (its ``active`` times, as
-        ``RunSummary.to_json`` writes them): the per-phase figures divide by those spans
-        from now on, as the report and the run's JSON summary do."""
-        self.report.end(ActiveTimes(**{name: active.get(name) for name in ACTIVE_TIMES}))
+    def run_ended(self, ended: float | None, summary: Mapping[str, Any]) -> None:
+        """The run ended: its summary document says when the clients were active (its
+        ``active`` times): the per-phase figures divide by those spans from now on, as the
+        report and the run's JSON summary do."""
+        self.report.end(ended, summary)
         self._report_cache = None
 
-    def report_figures(self) -> Mapping[tuple[bool, int], ReportPhase]:
-        """The report's figures of each phase so far, by (drain, phase index; -1 for the
-        drain); empty when no tick carried the workers' snapshots (the table then says what
-        it shows). They go over every snapshot of the run, so once that takes a while they
-        are recomputed at most every :data:`REPORT_COST_FACTOR` times what the last
-        computation took (a long run's table lags by seconds, the screen stays quick)."""
+    def report_figures(self) -> RunFigures | None:
+        """The run's figures so far (``figures.run``); None when no tick carried the
+        workers' snapshots (the table then says what it shows). They go over every row of
+        the run, so once that takes a while they are recomputed at most every
+        :data:`REPORT_COST_FACTOR` times what the last computation took (a long run's table
+        lags by seconds, the screen stays quick)."""
         if not self.snapshots:
-            return {}
+            return None
         cache = self._report_cache
         key = (self.snapshots, len(self.events))
         now = time.monotonic()
         if cache is None or (
             cache[:2] != key and now - self._report_at >= REPORT_COST_FACTOR * self._report_cost
         ):
-            cache = (*key, tuple(self.report.figures()))
+            cache = (*key, self.report.figures())
             self._report_cache = cache
             self._report_at = time.monotonic()
             self._report_cost = self._report_at - now
-        return {(f.drain, -1 if f.drain else f.index): f for f in cache[2]}
+        return cache[2]
 
     @property
     def sample(self) -> BrokerSample | None:
@@ -496,19 +498,18 @@ class RunHistory:
             return None
         return max(candidates, key=lambda s: (s.figures_at, s.source == "management"))
 
+    def depth_direction(self) -> tuple[float | None, Trend | None]:
+        """The depth's recent slope (msg/s) and which way it goes by the figures' flat rule
+        (``figures.trend_of``, against the consume rate): what every arrow shows."""
+        rate = self.depth_trend()
+        through = self.last_tick.consume_rate if self.last_tick is not None else 0.0
+        return rate, trend_of(rate, through)
+
     def depth_trend(self) -> float | None:
-        """Queue depth change in msg/s over the last minute of samples; None if unknown."""
-        if len(self.depth) < 2:
-            return None
-        last_at, last = self.depth[-1]
-        first_at, first = next(
-            ((at, d) for at, d in self.depth if at >= last_at - 60), self.depth[0]
-        )
-        if last_at - first_at <= 0:
-            first_at, first = self.depth[0]
-        if last_at - first_at <= 0:
-            return None
-        return (last - first) / (last_at - first_at)
+        """Which way the queues go now, msg/s: the least-squares slope of the depth over the
+        recent window (``figures.trend``), so a queue draining from a peak reads down;
+        None when unknown."""
+        return slope(recent([(at, float(depth)) for at, depth in self.depth]))
 
     def _trim(self, elapsed: float) -> None:
         horizon = elapsed - self.window
@@ -559,43 +560,37 @@ def run_state(history: RunHistory, settings: Settings) -> RunState:
     return RunState("publishing", "ok")
 
 
-# -- the per-setting table: each phase summed up and judged by the report's rules --------
+# -- the per-setting table: each phase's figures and verdict, as the report gives them -----
 
 #: A phase's first seconds after a change are its transition (windows filling, prefetch
-#: re-consumes, a backlog draining): they are left out of its sustained figures when the
+#: re-consumes, a backlog draining): the "settled" consume rate leaves them out when the
 #: phase has at least twice as many seconds.
 SETTLE_SECONDS = 3
-#: The settings the report sweeps (``spark_reports.figures.SWEEP_SETTINGS``): a run that
-#: ran two or more values of one gets a recommendation.
-SWEEP_SETTINGS: tuple[Setting, ...] = (Setting.INFLIGHT, Setting.PREFETCH, Setting.ACK_EVERY)
+#: The settings the report sweeps: a run that ran two or more values of one gets a
+#: recommendation.
+SWEEP_SETTINGS: tuple[Setting, ...] = tuple(Setting(name) for name in FIGURE_SWEEP_SETTINGS)
 
 
 #: The latency of the table's p50 and p99 (the report's sweep tables' too): end to end, from
-#: the actual send time.
+#: the actual send.
 TABLE_LATENCY = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
-#: What a row's msg/s is: the report's figure (messages over the clients' active time in the
-#: phase, ``engine.phase_figures.PhaseTable``), or, where the screen gets ticks without the
-#: workers' snapshots (an attached run), medians of the phase's per-second tick rates.
+#: What a row's figures are: the run's own per-phase figures (``figures.run``: what the
+#: report, ``run --json`` and the autopilot give), or, where the screen gets ticks without
+#: the workers' snapshots (an attached run), medians of the phase's per-second tick figures.
 BASIS_REPORT = "report"
 BASIS_TICKS = "ticks"
 
 
 @dataclass(frozen=True, slots=True)
-class PhaseFigures:
+class SettingRow:
     """One row of the per-setting table: a phase's figures and its verdict.
 
-    msg/s (``publish``, ``confirm``, ``consume``) is the report's and the run summary's
-    figure for the phase — its messages over the clients' active time in it
-    (``engine.phase_figures.PhaseTable``, rule in ``figures.active``) — and the verdict
-    judges the report's load (its rates, target, pending confirms and blocked seconds)
-    with the queue trend from the broker polls the screen saw, as the autopilot does
-    (``engine.autotune.phase_load``). Where ticks come without snapshots (``basis`` is
-    :data:`BASIS_TICKS`) msg/s are medians over the phase's steady seconds instead.
-    ``steady_consume`` is always that median of the consume rate over its seconds after the
-    first :data:`SETTLE_SECONDS` (how fast it runs once settled). Latency is the report's:
-    the e2e percentiles of every histogram of the phase merged (``report``); without the
-    workers' snapshots, the median of the per-second e2e percentiles over its steady
-    seconds. Alarm seconds come from the ticks.
+    With :data:`BASIS_REPORT` every figure is the phase's own in ``figures.run`` (msg/s over
+    the clients' active time, percentiles of its merged histograms, the verdict rules, the
+    depth's recent trend); ``steady_consume`` is the median consume rate of its seconds
+    after the first :data:`SETTLE_SECONDS`. With :data:`BASIS_TICKS` (no snapshots reach
+    this screen) msg/s and ms are medians of the phase's tick figures after those seconds,
+    judged by the same rules.
     """
 
     index: int
@@ -609,14 +604,14 @@ class PhaseFigures:
     p50: float | None
     p99: float | None
     depth_slope: float | None
-    load: PhaseLoad
     verdict: Verdict
     reason: str
-    #: Steady seconds in which publishing was paused.
     paused_seconds: int = 0
     drain: bool = False
     steady_consume: float = 0.0
     basis: str = BASIS_REPORT
+    target: float | None = None
+    p999: float | None = None
 
     @property
     def taken(self) -> float:
@@ -633,93 +628,88 @@ class PhaseFigures:
         """Paused throughout: no load to compare (the report leaves such phases out too)."""
         return self.paused_seconds >= self.steady
 
-    def ranked(self, fan_out: int = 1) -> float:
-        """Throughput as the recommendation ranks it: consumed, capped at the target (times
-        the fan-out)."""
-        return ranked_throughput(
-            0, self.consume, self.load.target_rate, self.p99, self.verdict, fan_out=fan_out
-        ).throughput
-
 
 def _median(values: Sequence[float]) -> float:
     return float(statistics.median(values)) if values else 0.0
 
 
-def _slope(points: Sequence[tuple[float, int]]) -> float | None:
-    """Least-squares slope in msg/s (None below two polls or with no time between them)."""
-    if len(points) < 2:
-        return None
-    xs = [x for x, _ in points]
-    ys = [float(y) for _, y in points]
-    mean_x, mean_y = sum(xs) / len(xs), sum(ys) / len(ys)
-    spread = sum((x - mean_x) ** 2 for x in xs)
-    if spread <= 0:
-        return None
-    return sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / spread
+def settled(seconds: Sequence[Any]) -> Sequence[Any]:
+    """A phase's seconds after its transition (all of them when it is short)."""
+    return seconds[SETTLE_SECONDS:] if len(seconds) >= 2 * SETTLE_SECONDS else seconds
 
 
-def _latency(
-    report: ReportPhase | None, seconds: Sequence[PhaseSecond]
-) -> tuple[float | None, float | None]:
-    """A row's e2e p50 and p99: the report's (the phase's histograms merged exactly), or
-    without it the medians of the seconds' own percentiles."""
-    if report is not None:
-        merged = report.latency.get(TABLE_LATENCY)
-        if merged is None or merged.count == 0:
-            return None, None
-        return merged.p50, merged.p99
-    if not seconds:
-        return None, None
-    return _median([s.p50 or 0.0 for s in seconds]), _median([s.p99 or 0.0 for s in seconds])
+def report_row(
+    phase: ReportPhase, seconds: Sequence[Mapping[str, Any]], base: Settings
+) -> SettingRow:
+    """A phase of the run's figures as a row: its figures unchanged; ``seconds`` are its
+    per-second rows (for the settled consume rate); ``base`` the settings a phase takes
+    where the figures do not say (paused, the read hold)."""
+    values = {
+        row.field: row.convert(found)
+        for row in STEERABLE
+        if (found := phase.client.get(row.field)) is not None
+    }
+    e2e = phase.percentiles(SWEEP_LATENCY)
+    return SettingRow(
+        index=phase.index,
+        label=phase.label,
+        settings=replace(base, **values),
+        seconds=phase.seconds,
+        steady=len(settled(seconds)),
+        publish=phase.figure("publish_rate_mean"),
+        confirm=phase.figure("confirm_rate_mean"),
+        consume=phase.figure("consume_rate_mean"),
+        p50=None if e2e is None else e2e.p50,
+        p99=None if e2e is None else e2e.p99,
+        p999=None if e2e is None else e2e.p999,
+        depth_slope=phase.broker.get("depth_recent_slope"),
+        verdict=phase.verdict or Verdict.OVERLOADED,
+        reason=phase.reason,
+        paused_seconds=int(phase.client.get("paused_s") or 0),
+        drain=phase.is_drain,
+        steady_consume=_median([float(s.get("consume_rate") or 0.0) for s in settled(seconds)]),
+        basis=BASIS_REPORT,
+        target=phase.target_rate,
+    )
 
 
-def phase_figures(track: PhaseTrack, report: ReportPhase | None = None) -> PhaseFigures | None:
-    """The track summed up and judged with ``figures.verdict.judge``; None when it has
-    no second yet. ``report``: the phase's figures from the workers' snapshots (msg/s as
-    the report computes it); without them msg/s are medians of the track's seconds. The
-    drain is not judged (the report's ``drain`` verdict)."""
+def tick_row(track: PhaseTrack) -> SettingRow | None:
+    """The track summed up from its ticks alone and judged by the report's rules
+    (``figures.judge``); None when it has no second yet. The drain is not judged."""
     seconds = track.seconds
     if not seconds:
         return None
-    steady = seconds[SETTLE_SECONDS:] if len(seconds) >= 2 * SETTLE_SECONDS else seconds
+    steady = settled(seconds)
     running = [s for s in steady if not s.paused]
-    # The report reads the queue depth from one source per session, the one with most polls.
     polls = max(track.polls.values(), key=len, default=[])
+    points = [(at, float(ready)) for at, ready in polls]
+    targets = [s.target for s in running]
+    target = sum(targets) / len(targets) if targets and all(t > 0 for t in targets) else None
+    unpaused = _median([s.publish for s in running]) if len(running) < len(steady) else None
+    load = PhaseLoad(
+        publish_rate=_median([s.publish for s in steady]),
+        consume_rate=_median([s.consume for s in steady]),
+        confirm_rate=_median([s.confirm for s in steady]),
+        target_rate=target,
+        pending_confirms_mean=sum(s.pending_confirms for s in steady) / len(steady),
+        inflight=track.settings.inflight,
+        publishers=track.settings.publishers,
+        blocked_s=float(sum(1 for s in seconds if s.blocked > 0)),
+        alarm_s=float(sum(1 for s in seconds if s.alarm)),
+        depth_start=points[0][1] if points else None,
+        depth_end=points[-1][1] if points else None,
+        depth_slope=slope(points),
+        depth_recent_slope=slope(recent(points)),
+        publish_rate_unpaused=unpaused if running else None,
+        seconds=len(steady),
+        paused_s=len(steady) - len(running),
+    )
     latencies = [s for s in steady if s.p50 is not None and s.p99 is not None]
-    depth_start = float(polls[0][1]) if polls else None
-    depth_end = float(polls[-1][1]) if polls else None
-    alarm_s = float(sum(1 for s in seconds if s.alarm))
-    if report is not None:
-        # The report's load of the phase, as the autopilot takes it from the same figures.
-        depth = Depth(start=depth_start, end=depth_end, slope=_slope(polls), alarm_s=alarm_s)
-        load = phase_load(report, track.settings, depth)
-    else:
-        targets = [s.target for s in running]
-        target = sum(targets) / len(targets) if targets and all(t > 0 for t in targets) else None
-        unpaused = _median([s.publish for s in running]) if len(running) < len(steady) else None
-        load = PhaseLoad(
-            publish_rate=_median([s.publish for s in steady]),
-            consume_rate=_median([s.consume for s in steady]),
-            confirm_rate=_median([s.confirm for s in steady]),
-            target_rate=target,
-            pending_confirms_mean=sum(s.pending_confirms for s in steady) / len(steady),
-            inflight=track.settings.inflight,
-            publishers=track.settings.publishers,
-            blocked_s=float(sum(1 for s in seconds if s.blocked > 0)),
-            alarm_s=alarm_s,
-            depth_start=depth_start,
-            depth_end=depth_end,
-            depth_slope=_slope(polls),
-            publish_rate_unpaused=unpaused if running else None,
-            seconds=len(steady),
-            paused_s=len(steady) - len(running),
-        )
-    p50, p99 = _latency(report, latencies)
     if track.drain:
         verdict, reason = Verdict.DRAIN, "the drain: publishing stopped, consumers take the rest"
     else:
         verdict, reason = judge(load)
-    return PhaseFigures(
+    return SettingRow(
         index=track.index,
         label=track.label,
         settings=track.settings,
@@ -728,16 +718,16 @@ def phase_figures(track: PhaseTrack, report: ReportPhase | None = None) -> Phase
         publish=load.publish_rate,
         confirm=load.confirm_rate or 0.0,
         consume=load.consume_rate,
-        p50=p50,
-        p99=p99,
-        depth_slope=load.depth_slope,
-        load=load,
+        p50=_median([s.p50 or 0.0 for s in latencies]) if latencies else None,
+        p99=_median([s.p99 or 0.0 for s in latencies]) if latencies else None,
+        depth_slope=load.depth_recent_slope,
         verdict=verdict,
         reason=reason,
         paused_seconds=len(steady) - len(running),
         drain=track.drain,
-        steady_consume=_median([s.consume for s in steady]),
-        basis=BASIS_TICKS if report is None else BASIS_REPORT,
+        steady_consume=load.consume_rate,
+        basis=BASIS_TICKS,
+        target=target,
     )
 
 
@@ -745,7 +735,7 @@ def phase_figures(track: PhaseTrack, report: ReportPhase | None = None) -> Phase
 class SettingVerdicts:
     """The per-setting table: its rows, the best one and the report's recommendation."""
 
-    rows: tuple[PhaseFigures, ...]
+    rows: tuple[SettingRow, ...]
     #: Index in ``rows`` of the row to highlight (None: nothing to compare yet).
     best: int | None
     recommendations: tuple[tuple[Setting, Recommendation], ...]
@@ -756,83 +746,48 @@ class SettingVerdicts:
         return tuple(rec.reasoning[-1] for _, rec in self.recommendations)
 
 
-def fan_out(history: RunHistory) -> int:
-    """How many times each published message is consumed over the run so far (the report's
-    ``_fan_out`` over the whole session's totals)."""
-    tick = history.last_tick
-    if tick is None or tick.totals.published <= 0:
-        return 1
-    return max(1, round(tick.totals.consumed / tick.totals.published))
-
-
 def setting_verdicts(history: RunHistory, max_p99_ms: float | None = None) -> SettingVerdicts:
-    """Every phase judged, and the recommendation the report would print for the run so far.
-
-    Which phases count mirrors the report's sweeps: phases with data, not the drain, not
-    paused throughout; a setting among :data:`SWEEP_SETTINGS` that took two or more values
-    there is a sweep, ranked by the consume rate capped at the phase's target
-    (``ranked_throughput``) and recommended with ``recommend``.
-    """
-    report = history.report_figures()
-    figures = (
-        phase_figures(t, report.get((t.drain, t.index)) if report else None) for t in history.tracks
-    )
-    rows = tuple(f for f in figures if f is not None)
-    active = [r for r in rows if not r.drain and not r.paused_only]
-    spread = fan_out(history)
-    recommendations: list[tuple[Setting, Recommendation]] = []
+    """Every phase judged, and the recommendation the report would print for the run so far:
+    the run's own figures (``figures.run``) when the screen gets the workers' snapshots;
+    otherwise the phases' tick figures, judged and swept by the same rules."""
+    figures = history.report_figures()
+    base = history.last_tick.settings if history.last_tick is not None else Settings()
+    if figures is not None and figures.phases:
+        by_phase: dict[int, list[Mapping[str, Any]]] = {}
+        for second in figures.seconds:
+            by_phase.setdefault(int(second["phase"]), []).append(second)
+        rows = tuple(
+            report_row(phase, by_phase.get(phase.index, []), base)
+            for phase in figures.phases
+            if phase.has_data
+        )
+        recommendations = tuple((Setting(s.setting), s.recommendation) for s in figures.sweeps)
+        chosen = next((s.best for s in figures.sweeps if s.best is not None), None)
+        best = None
+        if chosen is not None:
+            best = next((i for i, r in enumerate(rows) if r.index == chosen.index), None)
+        return SettingVerdicts(rows, best, recommendations)
+    ticked = tuple(r for r in (tick_row(t) for t in history.tracks) if r is not None)
+    active = [r for r in ticked if not r.drain and not r.paused_only]
+    recommendations_list: list[tuple[Setting, Recommendation]] = []
+    best_point = None
     for setting in SWEEP_SETTINGS:
         field_name = setting.value
         if len({getattr(r.settings, field_name) for r in active}) < 2:
             continue
-        points = [_point(r, field_name, spread) for r in active]
-        recommendations.append((setting, recommend(field_name, points, max_p99_ms, spread)))
-    best = _best_row(rows, active, recommendations, spread)
-    return SettingVerdicts(rows, best, tuple(recommendations))
-
-
-def _point(row: PhaseFigures, field_name: str, spread: int) -> SweepPoint:
-    return ranked_throughput(
-        value=int(getattr(row.settings, field_name)),
-        achieved=row.consume,
-        target=row.load.target_rate,
-        p99_ms=row.p99,
-        verdict=row.verdict,
-        label=row.label,
-        fan_out=spread,
-    )
-
-
-def _best_row(
-    rows: Sequence[PhaseFigures],
-    active: Sequence[PhaseFigures],
-    recommendations: Sequence[tuple[Setting, Recommendation]],
-    spread: int,
-) -> int | None:
-    """The recommended value's phase (its best-ranked one when it ran more than once); with
-    no recommendation, the best-ranked phase that is not overloaded."""
-    candidates = [r for r in active if r.verdict is not Verdict.OVERLOADED]
-    for setting, recommendation in recommendations:
-        if recommendation.value is not None:
-            candidates = [
-                r for r in active if getattr(r.settings, setting.value) == recommendation.value
-            ]
-            break
-    if not candidates:
-        return None
-    chosen = max(candidates, key=lambda r: r.ranked(spread))
-    return rows.index(chosen)
-
-
-def sustained_peak(rates: Sequence[float], window: int = 5) -> float | None:
-    """The best rate the run held, not its best burst: the highest rate reached in every
-    second of ``window`` consecutive seconds (the best window's slowest second). A run
-    shorter than the window gives its slowest second."""
-    if not rates:
-        return None
-    if len(rates) <= window:
-        return float(min(rates))
-    return float(max(min(rates[i : i + window]) for i in range(len(rates) - window + 1)))
+        points = [
+            ranked_throughput(
+                int(getattr(r.settings, field_name)), r.consume, r.target, r.p99, r.verdict,
+                r.label,
+            )
+            for r in active
+        ]  # fmt: skip
+        recommendation = recommend(field_name, points)
+        recommendations_list.append((setting, recommendation))
+        if best_point is None and recommendation.point is not None:
+            best_point = active[points.index(recommendation.point)]
+    best_index = None if best_point is None else ticked.index(best_point)
+    return SettingVerdicts(ticked, best_index, tuple(recommendations_list))
 
 
 def axis_top(values: Sequence[float], *, headroom: float = 1.2, quantile: float = 0.95) -> float:

@@ -13,6 +13,7 @@ import bisect
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from flowdeck.collectors import BrokerSample
 from flowdeck.engine import RunEvent, Session, Tick
@@ -28,9 +29,10 @@ class ReplayFrame:
     tick: Tick | None
     samples: tuple[BrokerSample, ...] = ()
     events: tuple[RunEvent, ...] = ()
-    #: On the last frame of a run that ended: when its clients were active (the summary's
-    #: ``active``), so the per-setting table ends on the report's figures.
-    active: Mapping[str, float | None] | None = None
+    #: On the last frame of a run that ended: when it ended and its summary document (when
+    #: its clients were active), so the per-setting table ends on the report's figures.
+    ended: float | None = None
+    summary: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -67,8 +69,8 @@ def apply_frame(history: RunHistory, frame: ReplayFrame) -> None:
         history.add_broker(sample)
     if frame.tick is not None:
         history.add_tick(frame.tick)
-    if frame.active is not None:
-        history.run_ended(frame.active)
+    if frame.summary is not None:
+        history.run_ended(frame.ended, frame.summary)
 
 
 def load_replay(session: Session) -> Replay:
@@ -90,8 +92,7 @@ def load_replay(session: Session) -> Replay:
     frame_ticks: list[Tick | None] = [*ticks] if ticks else [None] * len(times)
     sample_times = [sample.taken_at for sample in samples]
     event_times = [event.at for event in events]
-    summary = session.manifest.summary or {}
-    active = summary.get("active") if isinstance(summary.get("active"), Mapping) else None
+    summary = session.manifest.summary
     frames: list[ReplayFrame] = []
     for number, (at, tick) in enumerate(zip(times, frame_ticks, strict=True)):
         last = number == len(times) - 1
@@ -107,7 +108,8 @@ def load_replay(session: Session) -> Replay:
                 tick=tick,
                 samples=tuple(samples[lo:hi]),
                 events=tuple(events[elo:ehi]),
-                active=active if last else None,
+                ended=session.manifest.end if last else None,
+                summary=summary if last else None,
             )
         )
     return Replay(name=session.manifest.name, start=start, length=length, frames=frames)

@@ -16,8 +16,9 @@ from typing import Any, TypeVar
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 from flowdeck.engine.change import Change, parse_change
 from flowdeck.engine.latency import LatencyKind, SendBasis
-from flowdeck.engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
+from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick
 from flowdeck.engine.snapshot import Counters, Settings
+from flowdeck.figures.latency import Percentiles
 
 #: Latency keys as JSON names them, and back.
 LATENCY_NAMES: dict[tuple[LatencyKind, SendBasis], str] = {

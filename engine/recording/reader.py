@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import psutil
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -33,7 +34,7 @@ from hdrh.histogram import HdrHistogram
 
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample, SourceName
 from flowdeck.engine.aggregate import SnapshotAggregator, assemble_tick
-from flowdeck.engine.change import Change, Setting
+from flowdeck.engine.change import Change, Setting, apply_change
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import (
@@ -43,13 +44,16 @@ from flowdeck.engine.latency import (
     LatencyKind,
     SendBasis,
     encode,
-    percentile_from_buckets,
 )
-from flowdeck.engine.progress import PendingChange, Percentiles, Tick
+from flowdeck.engine.progress import PendingChange, Tick
 from flowdeck.engine.recording import format as fmt
-from flowdeck.engine.settings import apply_change
-from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, settings_of
-from flowdeck.engine.spec import RunSpec, ScheduleStep, spec_from_mapping
+from flowdeck.engine.recording.rows import SETTING_COLUMNS, t_us
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
+from flowdeck.engine.spec import RunSpec, ScheduleStep, settings_of, spec_from_mapping
+from flowdeck.figures import RunFigures, RunInputs, run_figures
+from flowdeck.figures.latency import Percentiles, percentiles_of
+from flowdeck.figures.phases import HALF_SECOND_US, Phase, split_phases
+from flowdeck.figures.trend import sustained_peak
 
 #: Counter columns of the client table, summed into totals and per-second series.
 COUNTER_COLUMNS = tuple(Counters.__dataclass_fields__)
@@ -86,6 +90,8 @@ class SessionInfo:
     duration: float | None = None
     outcome: str = ""
     phases: int = 0
+    #: The sustained peaks (``figures.trend.sustained_peak``: the best 5 s held, not the
+    #: best second), msg/s: what "peak" means wherever flowdeck shows one.
     peak_publish_rate: float | None = None
     peak_consume_rate: float | None = None
     schema_version: str = ""
@@ -131,6 +137,7 @@ class Session:
     problems: list[str] = field(default_factory=list)
     _tables: dict[str, pa.Table] = field(default_factory=dict, repr=False)
     _events: list[RunEvent] | None = field(default=None, repr=False)
+    _figures: tuple[tuple[float | None, bool], RunFigures] | None = field(default=None, repr=False)
 
     @property
     def session_id(self) -> str:
@@ -157,8 +164,65 @@ class Session:
 
     @property
     def phases(self) -> int:
-        """Phases the run went through: one per PHASE event, at least one."""
-        return max(1, sum(1 for event in self.events if event.kind is EventKind.PHASE))
+        """Phases the run went through (``figures.phases.split_phases``)."""
+        return len(self.run_phases())
+
+    def run_phases(self) -> tuple[Phase, ...]:
+        """The run's phases, as every place that shows them splits them."""
+        events = [event.to_json() for event in self.events]
+        return tuple(split_phases(events, self.manifest.start, self.manifest.end))
+
+    def figures(self, max_p99_ms: float | None = None, latency: bool = True) -> RunFigures:
+        """Every figure of the run (``figures.run``): the per-phase table, verdicts, sweeps
+        and recommendations, computed from the recorded rows as the report computes them.
+        ``latency`` False leaves the latency tables unread (figures without percentiles)."""
+        if self._figures is not None and self._figures[0] == (max_p99_ms, latency):
+            return self._figures[1]
+        phases = self.run_phases()
+        start_us = t_us(self.manifest.start)
+        found = run_figures(
+            RunInputs(
+                key=self.session_id,
+                start_us=start_us,
+                phases=phases,
+                client_rows=_rows(self.table(fmt.CLIENT_DIR)),
+                polls=_rows(self.table(fmt.BROKER_DIR)),
+                latency=self._phase_buckets(phases, start_us) if latency else {},
+                summary=self.manifest.summary,
+                settings=[name for name in SETTING_COLUMNS if name in fmt.CLIENT_SCHEMA.names],
+            ),
+            max_p99_ms,
+        )
+        self._figures = ((max_p99_ms, latency), found)
+        return found
+
+    def _phase_buckets(
+        self, phases: Sequence[Phase], start_us: int
+    ) -> dict[tuple[int, str, str], dict[int, int]]:
+        """The latency table's bucket counts per phase, kind and basis: each row in the phase
+        in force at the middle of its run second (the figures' rule)."""
+        latency = self.table(fmt.LATENCY_DIR)
+        if latency.num_rows == 0:
+            return {}
+        ts = latency.column("ts").cast(pa.int64()).to_numpy()
+        middles = start_us + ((ts - start_us - HALF_SECOND_US) // 1_000_000) * 1_000_000
+        middles = middles + HALF_SECOND_US
+        ends = np.asarray([p.end_us for p in phases[:-1]], dtype=np.int64)
+        positions = np.searchsorted(ends, middles, side="right")
+        indexes = [phases[i].index for i in range(len(phases))]
+        buckets: dict[tuple[int, str, str], dict[int, int]] = {}
+        columns = zip(
+            positions.tolist(),
+            latency.column("kind").to_pylist(),
+            latency.column("basis").to_pylist(),
+            latency.column("value_us").to_pylist(),
+            latency.column("count").to_pylist(),
+            strict=True,
+        )
+        for position, kind, basis, value_us, count in columns:
+            counts = buckets.setdefault((indexes[position], kind, basis), {})
+            counts[value_us] = counts.get(value_us, 0) + count
+        return buckets
 
     @property
     def duration(self) -> float | None:
@@ -250,18 +314,7 @@ class Session:
             )
         )
 
-        def ms(percentile: float) -> float:
-            value = percentile_from_buckets(merged, percentile)
-            return 0.0 if value is None else value / 1000
-
-        return Percentiles(
-            count=sum(merged.values()),
-            p50=ms(50),
-            p75=ms(75),
-            p95=ms(95),
-            p99=ms(99),
-            max=ms(100),
-        )
+        return percentiles_of(merged)
 
     def client_snapshots(self) -> list[ClientSnapshot]:
         """The workers' snapshots, in the order the controller received them (the order
@@ -583,7 +636,7 @@ class Session:
 
     def info(self) -> SessionInfo:
         """The session as one line of the sessions list."""
-        series = self.client_per_second()
+        seconds = self.figures(latency=False).seconds
         return SessionInfo(
             session_id=self.session_id,
             path=self.path,
@@ -593,8 +646,8 @@ class Session:
             duration=self.duration,
             outcome=self.outcome,
             phases=self.phases,
-            peak_publish_rate=_peak(series, "published_rate"),
-            peak_consume_rate=_peak(series, "consumed_rate"),
+            peak_publish_rate=sustained_peak([r["publish_rate"] for r in seconds]),
+            peak_consume_rate=sustained_peak([r["consume_rate"] for r in seconds]),
             schema_version=self.manifest.schema_version,
         )
 
@@ -801,8 +854,9 @@ def _events_table(session: Session) -> pa.Table:
     )
 
 
-def _peak(series: pa.Table, column: str) -> float | None:
-    if series.num_rows == 0:
-        return None
-    value = pc.max(series.column(column)).as_py()
-    return None if value is None else float(value)
+def _rows(table: pa.Table) -> list[dict[str, Any]]:
+    """A recorded table's rows as the figures take them: ``ts`` as ``t_us``."""
+    rows: list[dict[str, Any]] = table.drop_columns(["ts"]).to_pylist()
+    for row, ts in zip(rows, table.column("ts").cast(pa.int64()).to_pylist(), strict=True):
+        row["t_us"] = ts
+    return rows

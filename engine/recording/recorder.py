@@ -37,9 +37,10 @@ import pyarrow.parquet as pq
 from flowdeck.collectors.broker_uri import mask_text, mask_value
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine.events import EventKind, RunEvent
-from flowdeck.engine.latency import LATENCY_KEYS, BucketDecoder, LatencyKey
+from flowdeck.engine.latency import LATENCY_KEYS, BucketDecoder, LatencyKey, recorded_buckets
 from flowdeck.engine.progress import RunSummary, Tick
 from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording.rows import broker_row, client_row, interval_delta, t_us
 from flowdeck.engine.sinks import PrometheusRow, RunStarted
 from flowdeck.engine.snapshot import ClientSnapshot, Counters
 from flowdeck.engine.spec import RunSpec
@@ -100,10 +101,6 @@ def _write_atomically(path: Path, write: Callable[[IO[bytes]], None]) -> None:
     _fsync_dir(path.parent)
 
 
-def _ts_us(at: float) -> int:
-    return round(at * 1_000_000)
-
-
 #: Snappy (Parquet's default) costs half the CPU of zstd for parts ~40% larger; recording
 #: CPU is the budget that matters (issue 4: < 2% of the engine's). Dictionary encoding
 #: where values repeat: text columns and the per-histogram constants of latency rows.
@@ -136,28 +133,6 @@ def _rows_table(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.Table:
     )
 
 
-def coarsen_buckets(
-    value_us: npt.NDArray[np.int64], count: npt.NDArray[np.int64]
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """3-digit HDR bucket rows (ascending) as rows of HDR's 2-digit histogram.
-
-    A 2-digit histogram (lowest value 1) has 256 sub-buckets: value ``v`` falls in the
-    bucket of width ``2**max(0, bit_length(v) - 8)``. Every 3-digit bucket lies inside one
-    such bucket, so summing counts per 2-digit bucket is exact.
-    """
-    assert fmt.LATENCY_SIGNIFICANT_DIGITS == 2  # the 256 below; change both together
-    _, bit_length = np.frexp(value_us.astype(np.float64))  # exact below 2**53
-    shift = np.maximum(bit_length.astype(np.int64) - 8, 0)
-    highest = ((value_us >> shift) << shift) + (np.int64(1) << shift) - 1
-    if len(highest) == 0:
-        return highest, count
-    first_of_bucket = np.empty(len(highest), dtype=np.bool_)
-    first_of_bucket[0] = True
-    np.not_equal(highest[1:], highest[:-1], out=first_of_bucket[1:])
-    starts = np.flatnonzero(first_of_bucket)
-    return highest[starts], np.add.reduceat(count, starts)
-
-
 def _latency_table(
     intervals: list[tuple[int, float, int, Mapping[LatencyKey, bytes]]], decoder: BucketDecoder
 ) -> pa.Table:
@@ -177,7 +152,7 @@ def _latency_table(
         for latency_key, encoded in histograms.items():
             if not encoded:
                 continue
-            value_us, count = coarsen_buckets(*decoder.buckets(encoded))
+            value_us, count = recorded_buckets(encoded, decoder)
             if len(value_us) == 0:
                 continue
             ts.append(ts_us)
@@ -208,6 +183,9 @@ def _latency_table(
     )
 
 
+#: The client and broker tables' columns in schema order, by the names their rows use.
+_CLIENT_COLUMNS = tuple("t_us" if name == "ts" else name for name in fmt.CLIENT_SCHEMA.names)
+_BROKER_COLUMNS = tuple("t_us" if name == "ts" else name for name in fmt.BROKER_SCHEMA.names)
 _KEY_INDEX: dict[LatencyKey, int] = {key: index for index, key in enumerate(LATENCY_KEYS)}
 _KINDS = pa.array([kind.value for kind, _ in LATENCY_KEYS], type=pa.string())
 _BASES = pa.array([basis.value for _, basis in LATENCY_KEYS], type=pa.string())
@@ -299,43 +277,11 @@ class Recorder:
         if not self._recording():
             return
         try:
-            previous = self._last_counters.get(snap.worker)
-            delta = snap.counters if previous is None else snap.counters - previous
-            if any(getattr(delta, name) < 0 for name in Counters.__dataclass_fields__):
-                delta = snap.counters  # the worker's counters started again from zero
+            delta = interval_delta(snap, self._last_counters.get(snap.worker))
             self._last_counters[snap.worker] = snap.counters
-            settings = snap.settings
-            ts_us = _ts_us(snap.at)
-            elapsed = snap.at - (self.started_at or snap.at)
-            self._client_rows.append(
-                (
-                    ts_us,
-                    elapsed,
-                    snap.worker,
-                    snap.interval,
-                    delta.published,
-                    delta.confirmed,
-                    delta.nacked,
-                    delta.returned,
-                    delta.consumed,
-                    delta.acked,
-                    delta.redelivered,
-                    delta.duplicates,
-                    len(snap.errors),
-                    snap.pending_confirms,
-                    snap.unacked,
-                    snap.connections,
-                    snap.blocked,
-                    snap.target_rate,
-                    settings.inflight,
-                    settings.prefetch,
-                    settings.ack_every,
-                    settings.rate,
-                    settings.publishers,
-                    settings.consumers,
-                    settings.paused,
-                )
-            )
+            row = client_row(snap, delta, self.started_at or snap.at)
+            ts_us, elapsed = row["t_us"], row["elapsed_s"]
+            self._client_rows.append(tuple(row[name] for name in _CLIENT_COLUMNS))
             if snap.latency:
                 self._latency.append((ts_us, elapsed, snap.worker, dict(snap.latency)))
             self.snapshots_recorded += 1
@@ -354,37 +300,10 @@ class Recorder:
         if sample.erlang_version:
             self.versions.setdefault("erlang", sample.erlang_version)
         try:
-            ts_us = _ts_us(sample.taken_at)
-            elapsed = sample.taken_at - (self.started_at or sample.taken_at)
+            row = broker_row(sample, self.started_at or sample.taken_at)
+            ts_us, elapsed = row["t_us"], row["elapsed_s"]
             nodes = sample.nodes
-            self._broker_rows.append(
-                (
-                    ts_us,
-                    elapsed,
-                    sample.source,
-                    sample.age,
-                    sample.stale_reason,
-                    sample.statistics_interval,
-                    _sum(n.mem_used for n in nodes),
-                    _sum(n.mem_limit for n in nodes),
-                    sample.memory_alarm,
-                    _min(n.disk_free for n in nodes),
-                    _max(n.disk_free_limit for n in nodes),
-                    sample.disk_alarm,
-                    sample.publish_rate,
-                    sample.confirm_rate,
-                    sample.deliver_rate,
-                    sample.ack_rate,
-                    sample.redeliver_rate,
-                    sample.unconfirmed,
-                    sample.unacked,
-                    sample.queue_ready,
-                    sample.queue_unacked,
-                    sample.connections,
-                    sample.connections_blocked,
-                    sample.connections_blocking,
-                )
-            )
+            self._broker_rows.append(tuple(row[name] for name in _BROKER_COLUMNS))
             self._queue_rows.extend(
                 (
                     ts_us,
@@ -443,7 +362,7 @@ class Recorder:
         if not self._recording():
             return
         elapsed = at - (self.started_at or at)
-        self._tick_rows.append((_ts_us(at), elapsed, self.snapshots_recorded))
+        self._tick_rows.append((t_us(at), elapsed, self.snapshots_recorded))
         self._flush_if_due()
 
     def event(self, event: RunEvent) -> None:
@@ -598,7 +517,7 @@ class Recorder:
             self._queue_part(
                 fmt.PROMETHEUS_DIR,
                 lambda: _rows_table(
-                    [(_ts_us(at), m, labels, v) for at, m, labels, v in prometheus],
+                    [(t_us(at), m, labels, v) for at, m, labels, v in prometheus],
                     fmt.PROMETHEUS_SCHEMA,
                 ),
             )
@@ -673,21 +592,6 @@ class Recorder:
             out.write(text.encode("utf-8"))
 
         _write_atomically(self.session_dir / fmt.MANIFEST, write_text)
-
-
-def _sum(values: Iterable[int | None]) -> int | None:
-    present = [v for v in values if v is not None]
-    return sum(present) if present else None
-
-
-def _min(values: Iterable[int | None]) -> int | None:
-    present = [v for v in values if v is not None]
-    return min(present) if present else None
-
-
-def _max(values: Iterable[int | None]) -> int | None:
-    present = [v for v in values if v is not None]
-    return max(present) if present else None
 
 
 def _flowdeck_version() -> str:

@@ -32,8 +32,8 @@ from flowdeck.engine.snapshot import (
     Counters,
     SequenceRanges,
     WorkerReport,
-    settings_of,
 )
+from flowdeck.engine.spec import settings_of
 
 APPLY_DELAY = 0.05
 #: Latency every fake message gets, in microseconds.

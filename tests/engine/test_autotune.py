@@ -18,20 +18,20 @@ from flowdeck.engine.autotune import (
     Steadiness,
     SteadyRule,
     StepResult,
-    depth_between,
+    backlog_of,
     ladder,
-    variation,
 )
-from flowdeck.engine.change import Change
+from flowdeck.engine.change import Change, apply_change
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis, encode, new_histogram, record
+from flowdeck.engine.phase_figures import PhaseTable
 from flowdeck.engine.progress import Tick
-from flowdeck.engine.settings import Setting, apply_change
+from flowdeck.engine.settings import Setting
 from flowdeck.engine.sinks import RunStarted, Sink
-from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, settings_of
-from flowdeck.engine.spec import RunSpec
-from flowdeck.figures.verdict import PhaseLoad, Verdict, ranked_throughput, recommend
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
+from flowdeck.engine.spec import RunSpec, settings_of
+from flowdeck.figures import PhaseLoad, Verdict, ranked_throughput, recommend, variation
 
 SETTINGS = Settings(inflight=1, prefetch=100, ack_every=1, rate=1000, publishers=1, consumers=1)
 
@@ -140,14 +140,13 @@ def test_the_search_stops_two_steps_past_the_knee_and_picks_the_reports_value() 
     assert choice == recommend("inflight", [s.point for s in search.steps])
 
 
-def test_a_choice_judged_while_catching_up_moves_when_its_steady_phase_falls_short() -> None:
+def test_a_step_catching_up_on_a_backlog_is_never_the_choice() -> None:
     search = Search(Setting.INFLIGHT, (1, 2, 5, 10, 20, 50))
     for value, consumed in ((1, 220.0), (2, 430.0), (5, 1300.0), (10, 1000.0), (20, 1001.0)):
         search.add(step(value, consumed))
-    assert search.steps[2].point.catching_up and search.choice().value == 5
-    # left at 5 without the backlog it only makes 900 msg/s: the report sets the catch-up
-    # aside for that steady phase, so the choice moves to 10, which is held in turn
-    assert search.confirm(step(5, 900.0)) == 10
+    # 5 consumed 1300 of a 1000 msg/s target: a backlog's throughput, not the setting's
+    assert search.steps[2].point.catching_up and search.choice().value == 10
+    # held again at 10 as the autopilot confirms it: the choice stays
     assert search.confirm(step(10, 1000.0)) is None
     assert (
         search.choice().value == 10 == recommend("inflight", [s.point for s in search.steps]).value
@@ -168,13 +167,14 @@ def test_an_overloaded_step_or_a_bound_ends_the_search() -> None:
     assert overloaded.add(step(1, 500)) is None
     ended = overloaded.add(step(2, 900, depth_slope=200.0))
     assert ended is not None and "inflight=2 is overloaded (queue depth growing" in ended
-    assert overloaded.choice().value is None  # 500 of 900 is not within 95%; 2 overloaded
+    # an overloaded step says nothing of capacity: the best is the best that kept up
+    assert overloaded.choice().value == 1
 
     p99 = Search(Setting.INFLIGHT, (1, 2, 5), Bounds(max_p99_ms=50))
     assert p99.add(step(1, 500, p99=20)) is None
     ended = p99.add(step(2, 1000, p99=80))
     assert ended == "inflight=2: e2e p99 80.00 ms is past the bound 50 ms"
-    assert p99.choice().value is None  # the only step within the p99 bound is far too slow
+    assert p99.choice().value == 1  # the best within the operator's p99 bound
 
     backlog = Search(Setting.INFLIGHT, (1, 2, 5), Bounds(max_backlog=1000))
     ended = backlog.add(step(1, 500, backlog=5000))
@@ -203,12 +203,16 @@ def poll(at: float, ready: int, *, source: str = "management", stale: str = "") 
     )
 
 
-def test_depth_is_the_least_squares_slope_of_fresh_polls_in_the_step() -> None:
-    polls = [poll(100 + i, 10 * i) for i in range(6)] + [poll(103.5, 999, stale="timeout")]
-    depth = depth_between(polls, begin=100.5, end=105)
-    assert (depth.start, depth.end, depth.last) == (10, 50, 50)
-    assert depth.slope == pytest.approx(10.0)
-    assert depth_between(polls, begin=104.5, end=105).slope is None  # one poll: no slope
+def test_the_backlog_is_the_last_fresh_poll_and_its_recent_slope() -> None:
+    table = PhaseTable()
+    table.begin(100.0)
+    for poll_ in [poll(100 + i, 1000 - 100 * i) for i in range(6)]:
+        table.add_poll(poll_)
+    table.add_poll(poll(105.5, 999, stale="timeout"))
+    backlog = backlog_of(table.figures())
+    assert backlog is not None and backlog.depth == 500
+    assert backlog.slope == pytest.approx(-100.0) and backlog.draining
+    assert backlog_of(None) is None
 
 
 # -- driving a run (a fake one) ------------------------------------------------------------------
@@ -233,6 +237,10 @@ class FakeRun:
 
     def __post_init__(self) -> None:
         self.settings = settings_of(self.spec)
+        # The run's own per-phase figures, following it from the start (as the controller's).
+        self.phase_table = PhaseTable()
+        self.phase_table.begin(self.started_at)
+        self.sinks.append(self.phase_table)
 
     @property
     def requested_settings(self) -> Settings:
@@ -347,15 +355,16 @@ def test_the_autopilot_steps_holds_judges_and_leaves_the_run_at_the_knee() -> No
     assert autopilot.chosen == 5 and run.settings.inflight == 5
     said = run.said()
     assert said[0].startswith("autotune inflight: trying 1, 2, 5, 10, 20, 50,")
-    assert said[1].startswith("autotune step 1 inflight=1: 200.0 msg/s, e2e p99 3.00 ms")
+    # p99 at the recording's precision (2 significant digits), as the report gives it
+    assert said[1].startswith("autotune step 1 inflight=1: 200.0 msg/s, e2e p99 3.01 ms")
     assert "back-pressured; steady: cv 0.0%, trend 0.0% over the last 4 s" in said[1]
     assert "autotune: confirming inflight=5, held like a step" in said
     assert autopilot.search.confirmed == {5}
-    assert said[-1].startswith("autotune: inflight=5 chosen (msg/s 1,000.0, p99 7.00 ms): ")
+    assert said[-1].startswith("autotune: inflight=5 chosen (msg/s 1,000.0, p99 7.01 ms): ")
     assert "throughput stopped rising" in said[-1] and "recommended inflight=5" in said[-1]
     # each step: held until 4 whole seconds after its change were steady (the second in
-    # which the change came is not the step's)
-    assert all(s.held_s == pytest.approx(4.99) for s in autopilot.search.steps)
+    # which the change came is not the step's), and judged by its phase's figures
+    assert all(s.held_s == 5 for s in autopilot.search.steps)
 
 
 def test_a_p99_bound_stops_the_climb_and_the_choice_respects_it() -> None:
@@ -368,12 +377,12 @@ def test_a_p99_bound_stops_the_climb_and_the_choice_respects_it() -> None:
         if not autopilot.active:
             break
         knee.second_passes()
-    # 5 has p99 7 ms: past the bound; nothing within it comes near 1000 msg/s
-    assert [c.value for c, _ in run.changes] == [1, 2, 5, 1]
-    assert autopilot.chosen is None
-    ending = "autotune: no inflight met every condition (inflight=5: e2e p99 7.00 ms"
-    assert run.said()[-1].startswith(ending)
-    assert run.settings.inflight == 1  # back to where it was
+    # 5 has p99 7 ms: past the bound; within it, 2 is the best (400 msg/s at 4 ms)
+    assert [c.value for c, _ in run.changes] == [1, 2, 5, 2]
+    assert autopilot.chosen == 2 and run.settings.inflight == 2
+    assert "inflight=5: excluded (p99 7.01 ms is above 6.5 ms)" in (
+        autopilot.recommendation.reasoning if autopilot.recommendation else ()
+    )
 
 
 def test_an_operator_change_of_the_setting_stops_the_autopilot() -> None:
@@ -436,3 +445,51 @@ def test_a_run_that_ends_mid_search_says_the_best_so_far() -> None:
     autopilot.on_finish(None)  # type: ignore[arg-type]
     assert run.said()[-1].startswith("autotune ended with the run: inflight stays")
     assert Verdict.BACK_PRESSURED.value in run.said()[1]
+
+
+def test_started_mid_run_it_judges_its_first_step_by_that_step_alone() -> None:
+    """The cockpit's key starts the autopilot mid-run: 20 s at in-flight 50 (1,000 msg/s)
+    came first, and the first step (in-flight 1: 200 msg/s) must read 200, not the run's
+    totals since its start."""
+    run = knee_run()
+    run.settings = replace(run.settings, inflight=50)
+    knee = Knee(run)
+    for _ in range(20):
+        knee.second_passes()
+    autopilot = Autopilot(run, "inflight", hold_s=3)
+    autopilot.attach()
+    for _ in range(15):
+        if len(autopilot.search.steps) >= 1:
+            break
+        knee.second_passes()
+    first = autopilot.search.steps[0]
+    assert first.value == 1
+    assert first.point.throughput == pytest.approx(200.0, rel=0.02)
+    assert "autotune step 1 inflight=1: 200.0 msg/s" in run.said()[1]
+
+
+def test_it_waits_for_a_draining_backlog_before_its_first_step() -> None:
+    run = knee_run()
+    autopilot = Autopilot(run, "inflight", hold_s=3)
+    depth = [50_000]
+
+    def draining_poll(at: float) -> BrokerSample:
+        depth[0] = max(0, depth[0] - 10_000)
+        return poll(at, depth[0])
+
+    # the queues hold 40,000 messages, draining 10,000 a second
+    run.phase_table.add_poll(poll(run.now - 1, 50_000))
+    run.phase_table.add_poll(draining_poll(run.now))
+    autopilot.attach()
+    assert autopilot.state is State.WAITING and not run.changes
+    assert run.said()[-1].startswith("autotune inflight waits: a backlog of 40,000 messages")
+    for second in range(1, 8):
+        run.now = run.started_at + second
+        sample = draining_poll(run.now)
+        run.phase_table.add_poll(sample)
+        autopilot.on_broker_sample(sample)
+        if run.changes:
+            break
+    # it began once the queues were back under the backlog threshold
+    assert autopilot.state is State.SEARCHING and depth[0] < 100
+    assert run.changes == [(Change(Setting.INFLIGHT, 1), "autotune")]

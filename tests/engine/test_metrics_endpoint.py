@@ -46,8 +46,8 @@ def _tick(second: int, published: int, inflight: int = 50) -> Tick:
             inflight=inflight, prefetch=100, ack_every=10, rate=100.0, publishers=2, consumers=2
         ),
         latency={
-            E2E: Percentiles(count=200, p50=1.5, p75=2.0, p95=3.0, p99=4.0, max=9.0),
-            CONFIRM: Percentiles(count=190, p50=1.0, p75=1.2, p95=2.0, p99=2.5, max=5.0),
+            E2E: Percentiles(count=200, p50=1.5, p75=2.0, p95=3.0, p99=4.0, p999=6.0, max=9.0),
+            CONFIRM: Percentiles(count=190, p50=1.0, p75=1.2, p95=2.0, p99=2.5, p999=4.0, max=5.0),
         },
     )
 

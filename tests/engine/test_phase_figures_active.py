@@ -71,37 +71,45 @@ def _run(active: ActiveTimes | None) -> PhaseTable:
 
 def test_once_the_run_said_when_clients_were_active_the_phases_add_up_to_its_summary() -> None:
     active = ActiveTimes(START + 0.4, START + 20.02, START + 20.03, START + 0.41, START + 20.1)
-    start, changed, drain = _run(active).figures(ended=START + 21.0)
+    start, changed, drain = _run(active).phase_figures(ended=START + 21.0)
     assert (start.label, changed.label, drain.label) == ("start", "inflight=50", "drain")
     # worker 1's snapshot at 10.3 s holds the middle of second 9: the old phase's, whole
-    assert (start.published, changed.published, drain.published) == (2000, 2000, 0)
+    assert (start.figure("published"), changed.figure("published"), drain.figure("published")) == (
+        2000,
+        2000,
+        0,
+    )
     # worker 0's cut-short last row ends at 20.4 s: its second, 19, is still the load's
-    assert (start.latency[E2E].count, changed.latency[E2E].count) == (20, 21)
-    assert drain.latency[E2E].count == 1
+    assert (start.latency[E2E]["count"], changed.latency[E2E]["count"]) == (20, 21)
+    assert drain.latency[E2E]["count"] == 1
     # worker 0's rows of the first phase cover [0.4, 10] s, worker 1's [0.4, 10.3] s
-    assert start.publish_s == pytest.approx((9.6 + 9.9) / 2)
-    assert start.publish_rate_mean == pytest.approx(2000 / 9.75)
+    assert start.figure("publish_s") == pytest.approx((9.6 + 9.9) / 2)
+    assert start.figure("publish_rate_mean") == pytest.approx(2000 / 9.75)
     # the phases share out first to last send (confirm, delivery) once: the summary's rates
     for rate, count, seconds in (("publish", "published", 19.62),
                                  ("confirm", "confirmed", 19.63),
                                  ("consume", "consumed", 19.69)):  # fmt: skip
         phases = (start, changed, drain)
-        assert sum(getattr(p, f"{rate}_s") for p in phases) == pytest.approx(seconds)
-        assert sum(getattr(p, count) for p in phases) == 4000
-        assert sum(getattr(p, f"{rate}_rate_mean") * getattr(p, f"{rate}_s") for p in phases) == (
+        assert sum(p.figure(f"{rate}_s") for p in phases) == pytest.approx(seconds)
+        assert sum(p.figure(count) for p in phases) == 4000
+        assert sum(p.figure(f"{rate}_rate_mean") * p.figure(f"{rate}_s") for p in phases) == (
             pytest.approx(4000)
         )
     # the per-second figures are the report's too: 200 msg/s each whole second
-    assert (start.seconds, start.publish_rate_min, start.publish_rate_sd) == (10, 200.0, 0.0)
+    assert (start.seconds, start.figure("publish_rate_min"), start.figure("publish_rate_sd")) == (
+        10,
+        200.0,
+        0.0,
+    )
     assert start.target_rate == 200.0
 
 
 def test_before_the_run_ends_its_start_and_where_publishing_stopped_stand_in() -> None:
-    start, changed, drain = _run(None).figures()
+    start, changed, drain = _run(None).phase_figures()
     # worker 0's first row begins at the run's start, worker 1's 0.3 s later
-    assert start.publish_s == pytest.approx((10.0 + 10.0) / 2)
+    assert start.figure("publish_s") == pytest.approx((10.0 + 10.0) / 2)
     # publishing stopped at 20.05 s: worker 0's rows cover (10, 20.05] of it, worker 1's
     # (10.3, 20.05]; deliveries, with no end known yet, to their last rows' 20.4 and 20.3 s
-    assert changed.publish_s == pytest.approx((10.05 + 9.75) / 2)
-    assert changed.consume_s == pytest.approx((10.4 + 10.0) / 2)
-    assert drain.publish_s == 0 and drain.published == 0
+    assert changed.figure("publish_s") == pytest.approx((10.05 + 9.75) / 2)
+    assert changed.figure("consume_s") == pytest.approx((10.4 + 10.0) / 2)
+    assert drain.figure("publish_s") == 0 and drain.figure("published") == 0

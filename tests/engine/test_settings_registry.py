@@ -19,8 +19,8 @@ from flowdeck.engine.change import Change, Setting, format_number, parse_change
 from flowdeck.engine.controller import Controller, apply_to_settings
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.settings import Scope, Step
-from flowdeck.engine.snapshot import Settings, settings_of
-from flowdeck.engine.spec import FIELDS, RunSpec
+from flowdeck.engine.snapshot import Settings
+from flowdeck.engine.spec import FIELDS, RunSpec, settings_of
 from flowdeck.engine.worker import _APPLY
 from flowdeck.tui.app import FlowdeckApp
 from flowdeck.tui.keys import KEY_TABLE, step_change

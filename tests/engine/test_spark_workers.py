@@ -26,12 +26,12 @@ from flowdeck.engine.control.address import ControlAddress
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.events import EventKind
 from flowdeck.engine.process import WorkerFailed, WorkerLost
-from flowdeck.engine.snapshot import ClientSnapshot, Counters, WorkerReport, settings_of
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, WorkerReport
 from flowdeck.engine.spark_workers import SparkPlacement, parse_spark_master, workers_for
 from flowdeck.engine.spark_workers.link import LinkServer, RemoteWorker
 from flowdeck.engine.spark_workers.task import TaskOrders, _linked_worker
 from flowdeck.engine.spark_workers.wire import MAGIC, WorkerHello, frame, read_frame, token_header
-from flowdeck.engine.spec import RunSpec
+from flowdeck.engine.spec import RunSpec, settings_of
 from flowdeck.engine.tls import TlsOptions
 from tests.conftest import SHARED_MANAGEMENT_URL
 from tests.engine.test_tls import make_certificates

@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from flowdeck.cli.summary import summary_document
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis, encode, new_histogram
-from flowdeck.engine.phase_figures import PhaseFigures, PhaseTable
-from flowdeck.engine.progress import DataSafety, Percentiles, RunSummary, summary_document
+from flowdeck.engine.phase_figures import PhaseTable
+from flowdeck.engine.progress import DataSafety, RunSummary
 from flowdeck.engine.sinks import RunStarted
 from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters, Settings
 from flowdeck.engine.spec import RunSpec, spec_from_mapping
@@ -22,6 +23,8 @@ from flowdeck.engine.thresholds import (
     parse_threshold,
     write_junit,
 )
+from flowdeck.figures import Percentiles
+from tests.figures.factories import phase, run
 
 E2E = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
 
@@ -37,45 +40,17 @@ def _summary(**changes: object) -> RunSummary:
         "publish_rate": 1000.0,
         "confirm_rate": 1000.0,
         "consume_rate": 985.0,
-        "latency": {E2E: Percentiles(10_000, 2.0, 3.0, 8.0, 12.5, 40.0)},
+        "latency": {E2E: Percentiles(10_000, 2.0, 3.0, 8.0, 12.5, 20.0, 40.0)},
         "active": ActiveTimes(1000.2, 1010.2, 1010.3, 1000.21, 1010.4),
     }
     values.update(changes)
     return RunSummary(**values)  # type: ignore[arg-type]
 
 
-def _phase(index: int, label: str, p99: float, consume: float, drain: bool = False) -> PhaseFigures:
-    return PhaseFigures(
-        index=index,
-        label=label,
-        start_s=index * 5.0,
-        end_s=index * 5.0 + 5,
-        drain=drain,
-        seconds=5,
-        target_rate=None if drain else 1000.0,
-        publish_rate_mean=consume,
-        publish_rate_sd=1.0,
-        publish_rate_min=consume - 5,
-        confirm_rate_mean=consume,
-        confirm_rate_sd=1.0,
-        confirm_rate_min=consume - 5,
-        consume_rate_mean=consume,
-        consume_rate_sd=1.0,
-        consume_rate_min=consume - 5,
-        pending_confirms_mean=3.0,
-        pending_confirms_max=9,
-        unacked_mean=0.0,
-        unacked_max=0,
-        blocked_s=0,
-        paused_s=0,
-        latency={E2E: Percentiles(5000, 1.0, 2.0, 3.0, p99, 9.0)},
-    )
-
-
 PHASES = [
-    _phase(0, "start", 4.0, 1000.0),
-    _phase(1, "inflight=200", 150.0, 990.0),
-    _phase(2, "drain", 1.0, 10.0, drain=True),
+    phase(0, "start", p99=4.0, consume=1000.0),
+    phase(1, "inflight=200", p99=150.0, consume=990.0),
+    phase(2, "drain", p99=1.0, consume=10.0, drain=True),
 ]
 
 
@@ -213,7 +188,9 @@ def test_the_json_document_carries_spec_phases_and_results() -> None:
     results = evaluate_thresholds(
         [parse_threshold("lost == 0")], _summary(target_rate=1000.0), PHASES, target_rate=1000
     )
-    document = summary_document(_summary(target_rate=1000.0), spec.redacted(), PHASES, results)
+    document = summary_document(
+        _summary(target_rate=1000.0), spec.redacted(), run(*PHASES), results
+    )
     assert document["target_rate"] == 1000.0
     assert "secret" not in str(document) and document["spec"]["rate"] == 500
     assert document["publish_seconds"] == pytest.approx(10.0)
@@ -275,14 +252,20 @@ def test_phase_table_splits_at_phase_and_drain_events_like_the_report() -> None:
         )
     table.add_event(RunEvent(105.5, EventKind.DRAIN, "publishing stopped"))
     table.add_snapshot(_snap(0, 105.8, 700, interval=0.3, latency_ms=1.0, target=0))  # cut short
-    start, changed, drain = table.figures(ended=106.0)
+    found = table.figures(ended=106.0)
+    assert found is not None
+    start, changed, drain = found.phases
     assert (start.label, changed.label, drain.label) == ("start", "rate=200", "drain")
-    assert start.seconds == 3 and start.publish_rate_mean == pytest.approx(100.0)
-    assert start.target_rate == pytest.approx(100.0) and start.latency[E2E].p99 == pytest.approx(
-        2.0, rel=0.01
-    )
-    assert changed.publish_rate_mean == pytest.approx(200.0) and changed.target_rate == 200.0
-    assert changed.latency[E2E].count == 2 and (changed.start_s, changed.end_s) == (3.5, 5.5)
+    assert start.seconds == 3 and start.figure("publish_rate_mean") == pytest.approx(100.0)
+    start_e2e = start.percentiles(E2E)
+    assert start.target_rate == pytest.approx(100.0) and start_e2e is not None
+    assert start_e2e.p99 == pytest.approx(2.0, rel=0.01)
+    changed_e2e = changed.percentiles(E2E)
+    assert changed.figure("publish_rate_mean") == pytest.approx(200.0)
+    assert changed.target_rate == 200.0
+    assert changed_e2e is not None and changed_e2e.count == 2
+    assert (changed.start_s, changed.end_s) == (3.5, 5.5)
     # the drain's only interval is shorter than half a second: no rate, but its latency counts
-    assert drain.drain and drain.seconds == 0 and drain.target_rate is None
-    assert drain.latency[E2E].count == 1
+    drain_e2e = drain.percentiles(E2E)
+    assert drain.is_drain and drain.seconds == 0 and drain.target_rate is None
+    assert drain_e2e is not None and drain_e2e.count == 1

@@ -15,12 +15,7 @@ from typing import Any
 import pyarrow.parquet as pq
 from hdrh.histogram import HdrHistogram
 
-from flowdeck.engine.latency import (
-    HIGHEST_US,
-    LOWEST_US,
-    SIGNIFICANT_DIGITS,
-    percentile_from_buckets,
-)
+from flowdeck.engine.latency import HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS
 from tests.spark_reports.synthetic import SyntheticSession
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -55,6 +50,24 @@ def rate_stats(rows: list[dict[str, Any]], column: str) -> tuple[float, float, f
 def gauge_stats(rows: list[dict[str, Any]], column: str) -> tuple[float, float]:
     values = per_second([{**r, "interval_s": 1.0} for r in rows], column)
     return statistics.fmean(values), max(values)
+
+
+def percentile_from_buckets(buckets: list[tuple[int, int]], percentile: float) -> int | None:
+    """HDR's percentile over bucket rows, written out here as the oracle (the report's own
+    is ``figures.latency``)."""
+    merged: dict[int, int] = defaultdict(int)
+    for value, count in buckets:
+        merged[value] += count
+    total = sum(merged.values())
+    if total == 0:
+        return None
+    target = max(1, int(min(percentile, 100.0) * total / 100 + 0.5))
+    running = 0
+    for value in sorted(merged):
+        running += merged[value]
+        if running >= target:
+            return value
+    return max(merged)
 
 
 def percentiles_us(rows: list[dict[str, Any]], kind: str, basis: str) -> dict[str, int]:

@@ -16,8 +16,8 @@ from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
 from flowdeck.engine.settings import BY_SETTING
 from flowdeck.engine.sinks import Sink, deliver
-from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings, settings_of
-from flowdeck.engine.spec import RunSpec
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
+from flowdeck.engine.spec import RunSpec, settings_of
 from flowdeck.tui.source import RunUpdate
 
 #: A fixed clock so snapshots and ages do not depend on when the test runs.
@@ -274,7 +274,9 @@ def worker_snapshot(worker: int, elapsed: float, settings: Settings) -> ClientSn
 
 
 def _percentiles(p50: float) -> Percentiles:
-    return Percentiles(count=1000, p50=p50, p75=p50 * 1.5, p95=p50 * 3, p99=p50 * 6, max=p50 * 10)
+    return Percentiles(
+        count=1000, p50=p50, p75=p50 * 1.5, p95=p50 * 3, p99=p50 * 6, p999=p50 * 8, max=p50 * 10
+    )
 
 
 def make_sample(

@@ -2,8 +2,8 @@
 
 Each phase holds steady figures (after a transition of a second or two), and every tick carries
 the worker's snapshot of its second, so what the cockpit's per-setting table shows and
-what the report's figures (``engine.phase_figures.PhaseTable``, fed the same snapshots)
-and verdict functions make of the same phases can be compared number for number.
+what the run's figures (``figures.run`` through ``engine.phase_figures.PhaseTable``, fed
+the same snapshots) make of the same phases can be compared number for number.
 """
 
 from __future__ import annotations
@@ -15,12 +15,12 @@ from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis, encode, new_histogram, record
-from flowdeck.engine.phase_figures import PhaseFigures, PhaseTable
+from flowdeck.engine.phase_figures import PhaseTable
 from flowdeck.engine.progress import Percentiles, Tick
 from flowdeck.engine.sinks import RunStarted
 from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
 from flowdeck.engine.spec import RunSpec
-from flowdeck.figures.verdict import PhaseLoad
+from flowdeck.figures import RunFigures
 from tests.tui.fakes import T0
 
 #: Four publishers at 500 msg/s each.
@@ -67,7 +67,9 @@ def _histogram(p50: float, p99: float) -> bytes:
 
 
 def _percentiles(p50: float, p99: float) -> Percentiles:
-    return Percentiles(count=2000, p50=p50, p75=p50 * 1.4, p95=p99 * 0.7, p99=p99, max=p99 * 2)
+    return Percentiles(
+        count=2000, p50=p50, p75=p50 * 1.4, p95=p99 * 0.7, p99=p99, p999=p99 * 1.5, max=p99 * 2
+    )
 
 
 def sample_at(at: float, depth: int = QUEUE_DEPTH, *, mem_alarm: bool = False) -> BrokerSample:
@@ -188,30 +190,10 @@ def sweep_updates(
                 yield sample_at(T0 + elapsed, mem_alarm=blocked > 0)
 
 
-def report_load(phase: SweepPhase, figures: PhaseFigures) -> PhaseLoad:
-    """The PhaseLoad the report builds for a phase (``spark_reports.figures._load``): the
-    report's figures of it, and the fakes' flat queue and no alarm."""
-    return PhaseLoad(
-        publish_rate=figures.publish_rate_mean,
-        consume_rate=figures.consume_rate_mean,
-        confirm_rate=figures.confirm_rate_mean,
-        target_rate=figures.target_rate,
-        pending_confirms_mean=figures.pending_confirms_mean,
-        inflight=phase.inflight,
-        publishers=SETTINGS.publishers,
-        blocked_s=float(figures.blocked_s),
-        alarm_s=0.0,
-        depth_start=float(QUEUE_DEPTH),
-        depth_end=float(QUEUE_DEPTH),
-        depth_slope=0.0,
-        seconds=figures.seconds,
-        paused_s=figures.paused_s,
-    )
-
-
-def report_figures(updates: Iterable[Update]) -> list[PhaseFigures]:
-    """The report's per-phase figures of the same run: ``PhaseTable`` fed the snapshots the
-    ticks carry and the events, as ``flowdeck run --json`` feeds it."""
+def report_figures(updates: Iterable[Update]) -> RunFigures:
+    """The run's figures (``figures.run``) from the same updates, as ``flowdeck run --json``
+    computes them: ``PhaseTable`` fed the snapshots the ticks carry, the broker samples and
+    the events."""
     table = PhaseTable()
     table.on_start(RunStarted(RunSpec(), T0, 1))
     for update in updates:
@@ -220,7 +202,11 @@ def report_figures(updates: Iterable[Update]) -> list[PhaseFigures]:
                 table.add_snapshot(snapshot)
         elif isinstance(update, RunEvent):
             table.add_event(update)
-    return table.figures()
+        else:
+            table.add_poll(update)
+    found = table.figures()
+    assert found is not None
+    return found
 
 
 def mark_change(label: str) -> Change:

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from flowdeck.engine.change import Change, Setting
-from flowdeck.engine.snapshot import settings_of
+from flowdeck.engine.spec import settings_of
 from flowdeck.tui.app import FlowdeckApp
 from flowdeck.tui.launcher import PreparedRun
 from flowdeck.tui.screens.demo import (

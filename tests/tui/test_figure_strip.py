@@ -9,8 +9,9 @@ import pytest
 
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.progress import Tick
+from flowdeck.figures.trend import sustained_peak
 from flowdeck.tui.app import FlowdeckApp
-from flowdeck.tui.model import RunHistory, run_state, sustained_peak
+from flowdeck.tui.model import RunHistory, run_state
 from flowdeck.tui.screens.live import LiveScreen
 from flowdeck.tui.widgets.figure_strip import FigureStrip, figures
 from flowdeck.tui.widgets.settings_bar import SettingsBar

@@ -23,7 +23,6 @@ from flowdeck.tui.screens.live import LiveScreen
 from flowdeck.tui.screens.report import (
     HTML,
     ReportScreen,
-    best_row,
     latest_report,
     parse_cell,
     read_report,
@@ -171,14 +170,23 @@ def test_the_fixture_reads_as_the_job_wrote_it(tmp_path: Path) -> None:
     assert report.html_path == out / HTML
 
 
-def test_without_a_recommendation_the_best_phase_not_overloaded_is_highlighted(
-    tmp_path: Path,
-) -> None:
-    [session] = read_report(written_report(tmp_path)).sessions
-    # Phase 2 consumed 179.7 of a 200 target but is overloaded; phase 0 took 198.8.
-    assert best_row(session.phases, ()) == 0
-    assert best_row(session.phases[1:], ()) == 0  # phase 1: the only one not overloaded
-    assert best_row(session.phases[2:], ()) is None  # overloaded, then the drain
+def test_the_highlighted_row_is_the_one_the_report_marked_recommended(tmp_path: Path) -> None:
+    """The screen re-derives nothing: the report's throughput table marks the phase its
+    recommendation stands on (the ``recommended`` column), and without a mark (no sweep, or
+    no value recommended) no row is highlighted."""
+    out = written_report(tmp_path)
+    throughput = out / "quorum-sweep-throughput.csv"
+    [session] = read_report(out).sessions
+    assert session.best == 0
+    rows = read_csv(throughput)
+    for row in rows:
+        row["recommended"] = ""
+    with throughput.open("w", encoding="utf-8", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    [unmarked] = read_report(out).sessions
+    assert unmarked.best is None
 
 
 def test_last_report_is_the_newest_finished_one(tmp_path: Path) -> None:

@@ -9,25 +9,23 @@ recommendation line must be the same.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from dataclasses import replace
 
 import pytest
 
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
-from flowdeck.engine.phase_figures import PhaseFigures
 from flowdeck.engine.progress import Tick
-from flowdeck.figures.verdict import Verdict, judge, ranked_throughput, recommend
+from flowdeck.figures import PhaseFigures, Verdict
 from flowdeck.tui.app import FlowdeckApp
 from flowdeck.tui.model import BASIS_REPORT, BASIS_TICKS, RunHistory, human_count, setting_verdicts
 from flowdeck.tui.screens.live import LiveScreen
 from flowdeck.tui.widgets.setting_table import BEST_MARK, SettingTable
 from tests.tui.fakes import T0, FakeControl
 from tests.tui.sweep_fakes import (
-    TARGET,
     Update,
     knee_sweep,
     report_figures,
-    report_load,
     sweep_updates,
 )
 from tests.tui.test_live_pilot import rich_text
@@ -50,51 +48,36 @@ def printed(rate: float) -> str:
     return human_count(round(rate))
 
 
-def p99(figures: PhaseFigures) -> float:
-    """The report's e2e p99 of a phase (ms): its histograms merged."""
-    return figures.latency[(LatencyKind.END_TO_END, SendBasis.ACTUAL)].p99
-
-
 def test_msg_s_verdicts_and_recommendation_are_the_reports() -> None:
     phases = knee_sweep()
     table = setting_verdicts(fed(sweep_updates(phases, transition=1)))
-    figures = report_figures(sweep_updates(phases, transition=1))
+    run = report_figures(sweep_updates(phases, transition=1))
+    figures: tuple[PhaseFigures, ...] = run.phases
 
     assert len(table.rows) == len(figures) == len(phases)
     for row, report in zip(table.rows, figures, strict=True):
         assert row.basis == BASIS_REPORT
         assert (row.publish, row.confirm, row.consume) == (
-            report.publish_rate_mean,
-            report.confirm_rate_mean,
-            report.consume_rate_mean,
+            report.figure("publish_rate_mean"),
+            report.figure("confirm_rate_mean"),
+            report.figure("consume_rate_mean"),
         )
         # latency: the phase's histograms merged, as the report's per-phase p50 and p99
-        merged = report.latency[(LatencyKind.END_TO_END, SendBasis.ACTUAL)]
-        assert (row.p50, row.p99) == (merged.p50, merged.p99)
-        cells = [printed(row.publish), printed(row.confirm), printed(row.consume)]
-        assert cells == [
-            printed(report.publish_rate_mean),
-            printed(report.confirm_rate_mean),
-            printed(report.consume_rate_mean),
-        ]
+        merged = report.percentiles((LatencyKind.END_TO_END, SendBasis.ACTUAL))
+        assert merged is not None and (row.p50, row.p99) == (merged.p50, merged.p99)
+        assert (row.verdict, row.reason) == (report.verdict, report.reason)
     # The phase's first second ran at half rate: the report's msg/s counts it.
     assert printed(table.rows[2].publish) == "1917" and printed(table.rows[2].consume) == "1916"
-    report = [judge(report_load(p, f)) for p, f in zip(phases, figures, strict=True)]
-    assert [(row.verdict, row.reason) for row in table.rows] == report
-    assert [v for v, _ in report] == [
+    assert [row.verdict for row in table.rows] == [
         Verdict.BACK_PRESSURED,
         Verdict.BACK_PRESSURED,
         Verdict.SUSTAINABLE,
         Verdict.SUSTAINABLE,
         Verdict.SUSTAINABLE,
     ]
-    points = [
-        ranked_throughput(p.inflight, f.consume_rate_mean, TARGET, p99(f), verdict, p.label)
-        for p, f, (verdict, _) in zip(phases, figures, report, strict=True)
-    ]
-    expected = recommend("inflight", points).reasoning[-1]
-    assert table.lines == (expected,)
-    assert expected.startswith("recommended inflight=50:")
+    (sweep,) = run.sweeps
+    assert table.lines == (sweep.recommendation.reasoning[-1],)
+    assert table.lines[0].startswith("recommended inflight=50:")
     assert table.rows[table.best or 0].settings.inflight == 50
 
 
@@ -106,10 +89,10 @@ def test_a_stall_and_its_catch_up_count_as_the_report_counts_them() -> None:
     phases = knee_sweep()
     stall = 3 * 12 + 4.0  # the fifth second of the fourth phase
     table = setting_verdicts(fed(sweep_updates(phases, stall_at=stall, transition=1)))
-    figures = report_figures(sweep_updates(phases, stall_at=stall, transition=1))
+    figures = report_figures(sweep_updates(phases, stall_at=stall, transition=1)).phases
     stalled = table.rows[3]
     assert stalled.settings.inflight == 100
-    assert stalled.consume == figures[3].consume_rate_mean
+    assert stalled.consume == figures[3].figure("consume_rate_mean")
     assert printed(stalled.consume) == "1917"  # (1000 + 8 × 2000 + 6000) / 12 s
     assert stalled.steady_consume == pytest.approx(2000.0)
     wide = rich_text(SettingTable.render_verdicts(table, narrow=False, wide=True), width=120)
@@ -142,7 +125,12 @@ def test_the_drain_is_a_row_of_its_own_and_not_part_of_the_sweep() -> None:
         yield from ticks
         last = [u for u in ticks if isinstance(u, Tick)][-1]
         yield RunEvent(last.at, EventKind.DRAIN, "publishing stopped (duration reached)")
+        (snapshot,) = last.snapshots
         for second in range(1, 4):
+            # the workers go on reporting while consumers take what is left
+            consumed = replace(
+                snapshot.counters, consumed=snapshot.counters.consumed + 100 * second
+            )
             yield Tick(
                 **{
                     **{f: getattr(last, f) for f in last.__dataclass_fields__},
@@ -151,6 +139,15 @@ def test_the_drain_is_a_row_of_its_own_and_not_part_of_the_sweep() -> None:
                     "publish_rate": 0.0,
                     "confirm_rate": 0.0,
                     "target_rate": 0.0,
+                    "snapshots": (
+                        replace(
+                            snapshot,
+                            at=snapshot.at + second,
+                            counters=consumed,
+                            target_rate=0.0,
+                            latency={},
+                        ),
+                    ),
                 }
             )
 

@@ -23,7 +23,14 @@ from flowdeck.engine.recording.reader import open_session
 from flowdeck.engine.sinks import NullSink, RunStarted
 from flowdeck.engine.snapshot import ClientSnapshot
 from flowdeck.engine.spec import ScheduleStep
-from flowdeck.tui.model import BASIS_REPORT, RunHistory, human_count, setting_verdicts
+from flowdeck.figures import PhaseFigures
+from flowdeck.tui.model import (
+    BASIS_REPORT,
+    RunHistory,
+    SettingRow,
+    human_count,
+    setting_verdicts,
+)
 from flowdeck.tui.replay import load_replay
 from tests.tui.test_real_run import small_spec
 
@@ -73,17 +80,15 @@ async def test_live_table_msg_s_are_the_phase_tables(
     assert summary.safety.published > 0
 
     rows = setting_verdicts(screens.history).rows
-    figures = {(f.drain, -1 if f.drain else f.index): f for f in screens.table.figures()}
+    found = screens.table.figures()
+    assert found is not None
+    figures = {f.index: f for f in found.phases}
     load = [r for r in rows if not r.drain]
     assert [r.settings.inflight for r in load] == [10, 2]
     for row in rows:
-        report = figures[(row.drain, row.index)]
+        report = figures[row.index]
         assert row.basis == BASIS_REPORT
-        shown = [human_count(round(x)) for x in (row.publish, row.confirm, row.consume)]
-        assert shown == [
-            human_count(round(x))
-            for x in (report.publish_rate_mean, report.confirm_rate_mean, report.consume_rate_mean)
-        ], (row.label, report)
+        assert printed(row) == printed(report), (row.label, report)
     assert load[0].publish > 0 and load[1].publish > 0
 
     # The replay's ticks are rebuilt from the recorded snapshots and its last frame brings
@@ -91,15 +96,18 @@ async def test_live_table_msg_s_are_the_phase_tables(
     assert summary.session_dir is not None
     replay = load_replay(open_session(Path(summary.session_dir)))
     replayed = setting_verdicts(replay.history_at(len(replay.frames) - 1)).rows
-    ended = {(f.drain, -1 if f.drain else f.index): f for f in final.figures(summary.ended)}
+    final_figures = final.figures(summary.ended)
+    assert final_figures is not None
+    ended = {f.index: f for f in final_figures.phases}
     assert [(r.label, r.basis, printed(r)) for r in replayed] == [
-        (r.label, BASIS_REPORT, printed(ended[(r.drain, r.index)])) for r in rows
+        (r.label, BASIS_REPORT, printed(ended[r.index])) for r in rows
     ]
 
 
-def printed(row: object) -> list[str]:
-    """The msg/s as the table prints them, of a table row or a ``PhaseTable`` phase."""
-    names = ("publish", "confirm", "consume")
-    if not hasattr(row, "publish"):
-        names = ("publish_rate_mean", "confirm_rate_mean", "consume_rate_mean")
-    return [human_count(round(getattr(row, name))) for name in names]
+def printed(row: SettingRow | PhaseFigures) -> list[str]:
+    """The msg/s as the table prints them, of a table row or a phase of the figures."""
+    if isinstance(row, SettingRow):
+        rates = (row.publish, row.confirm, row.consume)
+    else:
+        rates = tuple(row.figure(f"{n}_rate_mean") for n in ("publish", "confirm", "consume"))
+    return [human_count(round(rate)) for rate in rates]

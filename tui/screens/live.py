@@ -226,6 +226,7 @@ class LiveScreen(Screen[None]):
         self.finished = True
         from flowdeck.tui.screens.summary import SummaryScreen
 
+        self.history.run_ended(message.summary.ended, message.summary.to_json())
         hosts = self.history.hosts
         rows = hosts.run_rows() if hosts.shown else []
         self.app.switch_screen(SummaryScreen(message.summary, hosts=rows))

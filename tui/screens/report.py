@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import csv
 import os
-import re
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -43,7 +41,6 @@ THROUGHPUT = "-throughput.csv"
 SETTING_COLUMNS = ("inflight", "prefetch", "ack every", "publishers", "consumers")
 #: The latency the sweep tables judge by (the report's ``SWEEP_LATENCY``).
 E2E = "e2e actual"
-RECOMMENDED = re.compile(r"^recommended (?P<setting>\w+)=(?P<value>\d+)(?: \((?P<label>.*)\))?:")
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,13 +61,6 @@ class PhaseRow:
     @property
     def drain(self) -> bool:
         return self.verdict == str(Verdict.DRAIN)
-
-    def ranked(self) -> float:
-        """The consume mean capped at the target, as the report ranks a sweep's phases."""
-        consume = float(self.consume) if isinstance(self.consume, int | float) else 0.0
-        if isinstance(self.target, int | float) and self.target > 0:
-            return min(consume, float(self.target))
-        return consume
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,27 +133,6 @@ def reasoning(markdown: Path) -> list[str]:
     return [line[2:] for line in lines[last_row + 1 :] if line.startswith("- ")]
 
 
-def best_row(phases: Sequence[PhaseRow], recommendations: Sequence[str]) -> int | None:
-    """The recommended value's phase (its best-ranked one when it ran more than once, the
-    labelled one when the recommendation names it); with no recommendation, the
-    best-ranked phase that is not overloaded (``tui.model``'s rule for the live table)."""
-    load = [p for p in phases if not p.drain]
-    candidates = [p for p in load if p.verdict != Verdict.OVERLOADED.value]
-    for line in recommendations:
-        found = RECOMMENDED.match(line)
-        if found is None:
-            continue
-        column = found["setting"].replace("_", " ")
-        value = int(found["value"])
-        candidates = [p for p in load if p.settings.get(column) == value]
-        if found["label"]:
-            candidates = [p for p in candidates if p.label == found["label"]] or candidates
-        break
-    if not candidates:
-        return None
-    return list(phases).index(max(candidates, key=PhaseRow.ranked))
-
-
 def read_session(out_dir: Path, key: str, throughput: Path) -> SessionReport:
     e2e = {
         int(str(row["phase"])): row
@@ -172,7 +141,10 @@ def read_session(out_dir: Path, key: str, throughput: Path) -> SessionReport:
     }
     flow = {int(str(row["phase"])): row for row in read_rows(out_dir / f"{key}-flow.csv")}
     phases = []
-    for row in read_rows(throughput):
+    best = None
+    for position, row in enumerate(read_rows(throughput)):
+        if row.get("recommended"):
+            best = position
         index = int(str(row["phase"]))
         latency = e2e.get(index, {})
         judged = flow.get(index, {})
@@ -200,7 +172,7 @@ def read_session(out_dir: Path, key: str, throughput: Path) -> SessionReport:
         key=key,
         title=table_title(throughput),
         phases=tuple(phases),
-        best=best_row(phases, lines),
+        best=best,
         recommendations=tuple(lines),
     )
 
@@ -385,7 +357,7 @@ class ReportScreen(Screen[None]):
         )
         lines.append(
             Text(
-                f"{BEST_MARK} recommended phase (no sweep: the best not overloaded); "
+                f"{BEST_MARK} the recommended phase (the report's recommended column); "
                 "figures from the report's CSV",
                 style="dim",
             )

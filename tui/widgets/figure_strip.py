@@ -17,6 +17,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from flowdeck.engine import LatencyKind, SendBasis
+from flowdeck.figures import Trend
 from flowdeck.tui.model import (
     RunHistory,
     human_age,
@@ -81,15 +82,15 @@ def figures(history: RunHistory) -> list[Figure]:
         cells.append(Figure("queue depth", "depth", "?", None, "dim"))
     else:
         reason = stale_reason(sample, now)
-        trend = history.depth_trend()
-        arrow = "" if trend is None else " →" if abs(trend) < 0.5 else " ↑" if trend > 0 else " ↓"
+        _, direction = history.depth_direction()
+        arrow = "" if direction is None else ARROWS[direction]
         cells.append(
             Figure(
                 "queue depth",
                 "depth",
                 f"{human_count(sample.queue_depth)}{arrow}",
                 source_age(sample, now),
-                "dim" if reason else ("bold yellow" if trend and trend >= 0.5 else "bold"),
+                "dim" if reason else ("bold yellow" if direction is Trend.UP else "bold"),
                 stale=bool(reason),
             )
         )
@@ -120,6 +121,10 @@ _NAMES = (
 
 def _rate(value: float) -> str:
     return f"{human_count(round(value))}/s"
+
+
+#: The queue depth's recent trend as an arrow.
+ARROWS = {Trend.UP: " ↑", Trend.DOWN: " ↓", Trend.FLAT: " →"}
 
 
 class FigureStrip(Static):

@@ -14,6 +14,7 @@ from textual.widgets import Static
 
 from flowdeck.collectors import BrokerSample
 from flowdeck.engine import Tick
+from flowdeck.figures import Trend
 from flowdeck.tui.model import (
     RunHistory,
     human_age,
@@ -108,13 +109,13 @@ class BrokerGauges(Static):
 
     def _broker_lines(self, history: RunHistory, sample: BrokerSample, dim: str) -> list[Text]:
         lines = []
-        trend = history.depth_trend()
-        if trend is None:
+        trend, direction = history.depth_direction()
+        if trend is None or direction is None:
             arrow = ""
-        elif abs(trend) < 0.5:
+        elif direction is Trend.FLAT:
             arrow = " → steady"
         else:
-            arrow = f" {'↑' if trend > 0 else '↓'} {trend:+.0f}/s"
+            arrow = f" {'↑' if direction is Trend.UP else '↓'} {trend:+,.0f}/s"
         depth = Text.assemble(
             ("queue depth ", "bold"),
             (f"{human_count(sample.queue_depth)} ({human_count(sample.queue_ready)} ready)", dim),

@@ -3,7 +3,7 @@
 An operator tuning a run asks "which in-flight limit (prefetch, ack interval...) is
 best?". The report answers after the run; this table answers while it goes, with the same
 rules: each phase's msg/s as the report and ``flowdeck run --json`` give it
-(``model.phase_figures``: messages over the clients' active time in the phase), the
+(``figures.run``: messages over the clients' active time in the phase), the
 median consume rate once the phase settled beside it, the report's verdict
 (``figures.verdict.judge``) and, once a setting has run at two values, the line
 the report would print ("recommended inflight=…"), its phase highlighted.
@@ -17,14 +17,14 @@ from rich.text import Text
 from textual.widgets import Static
 
 from flowdeck.engine import STEERABLE, Setting
-from flowdeck.figures.verdict import Verdict
+from flowdeck.figures import Trend, Verdict, trend_of
 from flowdeck.tui.model import (
     BASIS_TICKS,
     SETTING_TAGS,
     SETTLE_SECONDS,
     SWEEP_SETTINGS,
-    PhaseFigures,
     RunHistory,
+    SettingRow,
     SettingVerdicts,
     format_tag,
     human_count,
@@ -36,8 +36,13 @@ from flowdeck.tui.widgets.latency_chart import milliseconds
 VERDICT_STYLES: dict[Verdict, str] = {
     Verdict.SUSTAINABLE: "green",
     Verdict.BACK_PRESSURED: "yellow",
+    Verdict.THROTTLED: "yellow",
     Verdict.OVERLOADED: "bold red",
+    Verdict.DRAINING: "magenta",
+    Verdict.CATCHING_UP: "magenta",
+    Verdict.TOO_SHORT: "dim",
     Verdict.DRAIN: "dim",
+    Verdict.PAUSED: "dim",
 }
 #: Below this width the table keeps only the setting, consume rate, p99 and verdict.
 NARROW = 60
@@ -47,7 +52,7 @@ BEST_STYLE = "bold black on rgb(0,158,115)"
 BEST_MARK = "★"
 
 
-def row_setting(row: PhaseFigures, varying: tuple[Setting, ...]) -> str:
+def row_setting(row: SettingRow, varying: tuple[Setting, ...]) -> str:
     """What sets the phase apart: the settings that differ between phases (``if=40
     pf=500``), then what started the phase when it is not one of those (a mark's ``⚑ label``,
     ``pause``, ``resume``, ``drain``); with nothing varied yet, the phase's own label."""
@@ -58,7 +63,7 @@ def row_setting(row: PhaseFigures, varying: tuple[Setting, ...]) -> str:
     return " ".join(parts)
 
 
-def varying_settings(rows: tuple[PhaseFigures, ...]) -> tuple[Setting, ...]:
+def varying_settings(rows: tuple[SettingRow, ...]) -> tuple[Setting, ...]:
     """The steerable settings that took more than one value over the non-drain phases."""
     load = [r for r in rows if not r.drain]
     return tuple(
@@ -68,12 +73,14 @@ def varying_settings(rows: tuple[PhaseFigures, ...]) -> tuple[Setting, ...]:
     )
 
 
-def trend(slope: float | None) -> str:
-    if slope is None:
+def trend(slope: float | None, through: float = 0.0) -> str:
+    """The queue's recent trend (``figures.trend_of``): ``↓ -1,200/s`` while it drains."""
+    found = trend_of(slope, through)
+    if found is None or slope is None:
         return "?"
-    if abs(slope) < 1:
+    if found is Trend.FLAT:
         return "→ flat"
-    return f"{'↑' if slope > 0 else '↓'} {slope:+.0f}/s"
+    return f"{'↑' if found is Trend.UP else '↓'} {slope:+,.0f}/s"
 
 
 class SettingTable(Static):
@@ -137,7 +144,7 @@ class SettingTable(Static):
             cells.append("–" if row.p99 is None else milliseconds(row.p99))
             if not narrow:
                 cells.append("–" if ratio is None else f"{ratio:.0%}")
-                cells.append(trend(row.depth_slope))
+                cells.append(trend(row.depth_slope, row.consume))
             style = "" if best else VERDICT_STYLES.get(row.verdict, "")
             cells.append(Text(row.verdict.value, style=style))
             table.add_row(*cells, style=BEST_STYLE if best else None)
@@ -155,7 +162,7 @@ class SettingTable(Static):
         return Group(table, *lines)
 
 
-def basis_note(rows: tuple[PhaseFigures, ...], *, narrow: bool, wide: bool = False) -> str:
+def basis_note(rows: tuple[SettingRow, ...], *, narrow: bool, wide: bool = False) -> str:
     """What the figures are: msg/s and ms as the report prints them (or, on an attached run
     whose ticks carry no client snapshots, medians of the per-second figures), settled."""
     settled = f"after its first {SETTLE_SECONDS} s"

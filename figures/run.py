@@ -1,0 +1,474 @@
+"""A run's per-phase figures, verdicts, sweeps and recommendation: the one computation.
+
+Six places answer "which setting is best, and why": the cockpit's per-setting table, the
+autopilot, the replay, the run summary (text and ``--json``), ``flowdeck sessions
+show/list`` and the Spark report. Each gathers the same inputs (:class:`RunInputs`: the
+client rows the recorder writes, the broker polls, the latency buckets per phase, the
+run's events) and calls :func:`run_figures`; what differs is only where the rows come from
+(a running run's snapshots, a recorded session, Spark's reduction of many sessions). So the
+phase list, every phase's msg/s and percentiles, the verdicts and the recommendation are the
+same figures everywhere, to the precision each prints.
+
+Rules (``docs/reports.md`` quotes them):
+
+* Phases: :func:`figures.phases.split_phases` over the run's events.
+* Client figures: :mod:`figures.stats` (per second, per phase) and :mod:`figures.active`
+  (msg/s over the clients' active time).
+* Broker figures: the fresh polls of the run's main source (:func:`stats.chosen_polls`); a
+  poll belongs to the phase in force when it was taken.
+* Latency: the phase's bucket counts (:mod:`figures.latency`), merged exactly.
+* Verdicts: :func:`figures.verdict.judge`; sweeps and the recommendation:
+  :func:`figures.sweep.recommend`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from flowdeck.figures import active, stats
+from flowdeck.figures.latency import QUANTILE_NAMES, Percentiles, percentiles_of
+from flowdeck.figures.phases import Phase
+from flowdeck.figures.sweep import (
+    Recommendation,
+    SweepPoint,
+    ranked_throughput,
+    recommend,
+)
+from flowdeck.figures.verdict import PhaseLoad, Verdict, judge
+
+Row = dict[str, Any]
+#: A latency's key: (kind, basis), e.g. ("e2e", "actual").
+LatencyKey = tuple[str, str]
+#: The latency the sweeps judge by, like the seeds' consumer-side latency.
+SWEEP_LATENCY: LatencyKey = ("e2e", "actual")
+#: The settings every recorded run carries, in the order the registry lists them (a run
+#: recorded with more says so in its inputs).
+SETTINGS: tuple[str, ...] = stats.SETTINGS
+#: The settings a run sweeps when its load phases ran at two or more values of one.
+SWEEP_SETTINGS: tuple[str, ...] = ("inflight", "prefetch", "ack_every")
+#: The client and broker figures a phase's JSON carries, by the report's names.
+CLIENT_FIGURES: tuple[str, ...] = (
+    "target_rate",
+    *(f"{rate}_rate_{stat}" for rate in ("publish", "confirm", "consume")
+      for stat in ("mean", "sd", "min")),
+    "published", "confirmed", "consumed", "publish_s", "confirm_s", "consume_s",
+    "pending_confirms_mean", "pending_confirms_max", "unacked_mean", "unacked_max",
+    "blocked_s", "paused_s",
+)  # fmt: skip
+BROKER_FIGURES: tuple[str, ...] = (
+    "depth_start", "depth_end", "depth_max", "depth_slope", "depth_recent_slope", "mem_peak",
+    "alarm_s",
+)  # fmt: skip
+#: What limits each swept setting's window: (the gauge, the client count it multiplies).
+WINDOWS: dict[str, tuple[str, str]] = {
+    "inflight": ("pending_confirms_max", "publishers"),
+    "prefetch": ("unacked_max", "consumers"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RunInputs:
+    """What a run's figures are computed from, wherever they are computed.
+
+    ``client_rows``: the recorder's client rows (``worker``, ``t_us`` the interval's end,
+    ``interval_s``, the counts, gauges, ``target_rate``, ``paused`` and each setting).
+    ``polls``: broker polls (``t_us``, ``source``, ``stale_reason`` and the broker table's
+    figures); stale ones are left out here. ``latency``: per (phase index, kind, basis),
+    bucket counts ``value_us → count`` at the recording's precision. ``summary``: the run's
+    summary document once it ended (its ``active`` times), else None.
+    """
+
+    key: str
+    start_us: int
+    phases: tuple[Phase, ...]
+    client_rows: Sequence[Row]
+    polls: Sequence[Row] = ()
+    latency: Mapping[tuple[int, str, str], Mapping[int, int]] = field(default_factory=dict)
+    summary: Mapping[str, Any] | None = None
+    settings: Sequence[str] = SETTINGS
+    sweep_settings: Sequence[str] = SWEEP_SETTINGS
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseFigures:
+    """One phase of one run: when it was, its client and broker figures, latency, verdict.
+
+    ``client``: the phase's client statistics (:func:`stats.phase_client_stats`: msg/s as
+    ``publish_rate_mean``..., steadiness, target, gauges, each setting's value);
+    ``broker``: its broker statistics (:func:`stats.phase_broker_stats`: depth, memory,
+    alarms); ``latency``: per (kind, basis) the count, ``p50``...``p999`` and ``max`` in
+    µs. ``load``: what the verdict looked at (None for the drain and a phase without data).
+    """
+
+    session: str
+    phase: Phase
+    start_s: float
+    duration_s: float | None
+    client: Row
+    broker: Row
+    latency: Mapping[LatencyKey, Row]
+    verdict: Verdict | None
+    reason: str
+    load: PhaseLoad | None = None
+
+    @property
+    def index(self) -> int:
+        return self.phase.index
+
+    @property
+    def label(self) -> str:
+        return self.phase.label
+
+    @property
+    def has_data(self) -> bool:
+        return bool(self.client.get("seconds"))
+
+    @property
+    def is_drain(self) -> bool:
+        return self.phase.drain
+
+    @property
+    def seconds(self) -> int:
+        return int(self.client.get("seconds") or 0)
+
+    @property
+    def paused_throughout(self) -> bool:
+        return self.has_data and int(self.client.get("paused_s") or 0) >= self.seconds
+
+    def figure(self, name: str) -> float:
+        """A client figure by name (``publish_rate_mean``, ``pending_confirms_max``...);
+        0 when the phase has none."""
+        value = self.client.get(name)
+        return 0.0 if value is None else float(value)
+
+    def setting(self, name: str) -> int | None:
+        value = self.client.get(name)
+        return None if value is None else int(value)
+
+    def latency_ms(self, key: LatencyKey, column: str) -> float | None:
+        value = self.latency.get(key, {}).get(column)
+        return None if value is None else float(value) / 1000
+
+    def percentiles(self, key: LatencyKey = SWEEP_LATENCY) -> Percentiles | None:
+        """The latency ``key``'s percentiles in ms (None: nothing measured)."""
+        row = self.latency.get(key)
+        if not row or not row.get("count"):
+            return None
+        values = [float(row.get(name) or 0) / 1000 for name in (*QUANTILE_NAMES, "max")]
+        return Percentiles(int(row["count"]), *values)
+
+    @property
+    def p99_ms(self) -> float | None:
+        return self.latency_ms(SWEEP_LATENCY, "p99")
+
+    @property
+    def end_s(self) -> float | None:
+        return None if self.duration_s is None else self.start_s + self.duration_s
+
+    @property
+    def target_rate(self) -> float | None:
+        value = self.client.get("target_rate")
+        return None if value is None else float(value)
+
+    def to_json(self, settings: Sequence[str] = SETTINGS) -> dict[str, Any]:
+        """The phase as ``flowdeck run --json`` writes it (``phase_table``): its figures by
+        the report's names, latency in ms per ``kind_basis``."""
+        client = {
+            name: self.client.get(name)
+            for name in CLIENT_FIGURES
+            if self.client.get(name) is not None
+        }
+        broker = {
+            name: self.broker.get(name)
+            for name in BROKER_FIGURES
+            if self.broker.get(name) is not None
+        }
+        latency = {}
+        for kind, basis in self.latency:
+            found = self.percentiles((kind, basis))
+            if found is not None:
+                latency[f"{kind}_{basis}"] = asdict(found)
+        return {
+            "index": self.index,
+            "label": self.label,
+            "start_s": round(self.start_s, 3),
+            "end_s": None if self.end_s is None else round(self.end_s, 3),
+            "drain": self.is_drain,
+            "seconds": self.seconds,
+            "settings": {name: self.client.get(name) for name in settings if name in self.client},
+            **client,
+            **broker,
+            "latency_ms": latency,
+            "verdict": None if self.verdict is None else self.verdict.value,
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Sweep:
+    """A setting a run ran at two or more values: its load phases, as points, and the
+    recommendation over them."""
+
+    session: str
+    setting: str
+    rows: tuple[PhaseFigures, ...]
+    points: tuple[SweepPoint, ...]
+    recommendation: Recommendation
+
+    @property
+    def best(self) -> PhaseFigures | None:
+        """The phase the recommendation stands on (None: no recommendation)."""
+        chosen = self.recommendation.point
+        if chosen is None:
+            return None
+        return next(
+            (row for row, point in zip(self.rows, self.points, strict=True) if point is chosen),
+            None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class RunFigures:
+    """Every figure of one run: its phases, sweeps, the whole run's figures and latency."""
+
+    key: str
+    start_us: int
+    phases: tuple[PhaseFigures, ...]
+    sweeps: tuple[Sweep, ...]
+    #: The whole run's client figures (``spark_reports``' session row): messages, active
+    #: seconds and rate means, the largest pending confirms, blocked seconds.
+    whole: Row
+    whole_latency: Mapping[LatencyKey, Row]
+    duration_s: float | None
+    fan_out: int
+    #: The rates' active time came from the run's own times (else from its bounds).
+    active_recorded: bool
+    #: One row per run second (client figures summed over workers), for charts.
+    seconds: tuple[Row, ...] = ()
+    #: The fresh polls of the run's main broker source, in time order, for charts.
+    polls: tuple[Row, ...] = ()
+
+    @property
+    def load_phases(self) -> list[PhaseFigures]:
+        return load_phases(self.phases)
+
+    def sweep(self, setting: str) -> Sweep | None:
+        return next((s for s in self.sweeps if s.setting == setting), None)
+
+
+def load_phases(phases: Sequence[PhaseFigures]) -> list[PhaseFigures]:
+    """The phases a sweep or a comparison looks at: with data, not the drain, not paused
+    throughout."""
+    return [p for p in phases if p.has_data and not p.is_drain and not p.paused_throughout]
+
+
+def active_spans(
+    phases: Sequence[Phase], start_us: int, summary: Mapping[str, Any] | None
+) -> active.ActiveSpans:
+    """When the run's clients were active: the summary's first and last send, confirm and
+    delivery, or, for a run that kept none (or has not ended), the run's bounds."""
+    last = phases[-1]
+    return active.ActiveSpans.of_session(
+        summary, start_us, last.begin_us if last.drain else None, last.finish_us
+    )
+
+
+def fan_out_of(whole: Row) -> int:
+    """How many times each published message is consumed over the whole run (1 unless an
+    exchange routes a message to several consumed queues), from the run's totals."""
+    published = float(whole.get("publish_rate_mean") or 0.0)
+    consumed = float(whole.get("consume_rate_mean") or 0.0)
+    return max(1, round(consumed / published)) if published > 0 else 1
+
+
+def run_figures(inputs: RunInputs, max_p99_ms: float | None = None) -> RunFigures:
+    """Every figure of the run, by the module's rules."""
+    key, start_us, phases = inputs.key, inputs.start_us, inputs.phases
+    seconds = stats.client_seconds(inputs.client_rows, key, start_us, phases, inputs.settings)
+    spans = active_spans(phases, start_us, inputs.summary)
+    throughput = active.phase_throughput(
+        inputs.client_rows,
+        start_us,
+        phases,
+        spans,
+        paused_seconds={row["sec"] for row in seconds if row["paused"]},
+    )
+    client = {
+        row["phase"]: row
+        for row in stats.phase_client_stats(
+            seconds, {(key, index): row for index, row in throughput.items()}, inputs.settings
+        )
+    }
+    whole = stats.session_client_stats(seconds, {key: active.whole_throughput(throughput.values())})
+    whole_row = whole[0] if whole else {}
+    fresh = [{**row, "session": key} for row in inputs.polls if not row.get("stale_reason")]
+    chosen = stats.chosen_polls(fresh).get(key, [])
+    broker = {
+        row["phase"]: row
+        for row in stats.phase_broker_stats(
+            {key: chosen} if chosen else {}, {key: (start_us, phases)}
+        )
+    }
+    latency = _latency_rows(inputs.latency)
+    fan_out = fan_out_of(whole_row)
+    # An unfinished run ends where its data ends.
+    last_second = max((row["sec"] for row in seconds), default=-1)
+    data_end_us = start_us + (last_second + 1) * 1_000_000
+    figures: list[PhaseFigures] = []
+    for phase in phases:
+        finish = phase.finish_us if phase.finish_us is not None else data_end_us
+        c = client.get(phase.index, {})
+        b = broker.get(phase.index, {})
+        verdict: Verdict | None = None
+        load: PhaseLoad | None = None
+        reason = "no client data in this phase"
+        if phase.drain:
+            if c:
+                c = {**c, "target_rate": None}  # publishing has stopped: nothing to reach
+            verdict, reason = Verdict.DRAIN, _drain_reason(phase, start_us, c)
+        elif c.get("seconds"):
+            load = phase_load(c, b, fan_out)
+            verdict, reason = judge(load)
+            paused = int(c.get("paused_s") or 0)
+            if 0 < paused < c["seconds"]:
+                reason += (
+                    f"; {paused} s paused (for all or part of the second), left out of "
+                    "the target comparison"
+                )
+        figures.append(
+            PhaseFigures(
+                session=key,
+                phase=phase,
+                start_s=(phase.begin_us - start_us) / 1e6,
+                duration_s=max(0.0, (finish - phase.begin_us) / 1e6),
+                client=c,
+                broker=b,
+                latency=latency.get(phase.index, {}),
+                verdict=verdict,
+                reason=reason,
+                load=load,
+            )
+        )
+    end_us = phases[-1].finish_us or data_end_us
+    whole_counts: dict[tuple[str, str], Counter[int]] = {}
+    for (_, kind, basis), counts in inputs.latency.items():
+        whole_counts.setdefault((kind, basis), Counter()).update(counts)
+    return RunFigures(
+        key=key,
+        start_us=start_us,
+        phases=tuple(figures),
+        sweeps=tuple(sweeps(key, figures, inputs.sweep_settings, max_p99_ms, fan_out)),
+        whole=whole_row,
+        whole_latency={k: _row(c) for k, c in whole_counts.items() if sum(c.values())},
+        duration_s=(end_us - start_us) / 1e6,
+        fan_out=fan_out,
+        active_recorded=spans.recorded,
+        seconds=tuple(seconds),
+        polls=tuple(chosen),
+    )
+
+
+def _row(counts: Mapping[int, int]) -> Row:
+    """Count, percentiles and max in µs of bucket counts, as the report's tables hold them."""
+    found = percentiles_of(counts)
+    if found is None:
+        return {"count": 0}
+    row: Row = {"count": found.count}
+    for name in (*QUANTILE_NAMES, "max"):
+        row[name] = round(found.quantile(name) * 1000)
+    return row
+
+
+def _latency_rows(
+    latency: Mapping[tuple[int, str, str], Mapping[int, int]],
+) -> dict[int, dict[LatencyKey, Row]]:
+    rows: dict[int, dict[LatencyKey, Row]] = {}
+    for (phase, kind, basis), counts in latency.items():
+        if sum(counts.values()) > 0:
+            rows.setdefault(phase, {})[(kind, basis)] = _row(counts)
+    return rows
+
+
+def _drain_reason(phase: Phase, start_us: int, c: Row) -> str:
+    at = (phase.begin_us - start_us) / 1e6
+    consumed = c.get("consume_rate_mean")
+    rate = "" if consumed is None else f" ({consumed:.1f} msg/s)"
+    return (
+        f"the drain: publishing stopped at {at:.1f} s and consumers take what is left"
+        f"{rate}; no target, not judged, not part of any sweep"
+    )
+
+
+def phase_load(c: Row, b: Row, fan_out: int = 1) -> PhaseLoad:
+    """What the verdict looks at for a phase, from its client and broker statistics."""
+    unpaused = c.get("publish_rate_unpaused_mean") if c.get("paused_s") else None
+    return PhaseLoad(
+        publish_rate_unpaused=None if unpaused is None else float(unpaused),
+        publish_rate=float(c.get("publish_rate_mean") or 0.0),
+        consume_rate=float(c.get("consume_rate_mean") or 0.0),
+        confirm_rate=float(c.get("confirm_rate_mean") or 0.0),
+        target_rate=c.get("target_rate"),
+        pending_confirms_mean=float(c.get("pending_confirms_mean") or 0.0),
+        inflight=int(c.get("inflight") or 0),
+        publishers=int(c.get("publishers") or 0),
+        blocked_s=float(c.get("blocked_s") or 0),
+        alarm_s=float(b.get("alarm_s") or 0.0),
+        depth_start=b.get("depth_start"),
+        depth_end=b.get("depth_end"),
+        depth_slope=b.get("depth_slope"),
+        depth_recent_slope=b.get("depth_recent_slope"),
+        seconds=int(c.get("seconds") or 0),
+        paused_s=int(c.get("paused_s") or 0),
+        fan_out=fan_out,
+        flow_s=float(b.get("flow_s") or 0.0),
+    )
+
+
+def load_share(phase: PhaseFigures, setting: str) -> float | None:
+    """How full the setting's window was at its fullest in the phase (pending confirms over
+    in-flight × publishers, unacked over prefetch × consumers); None without a window."""
+    if setting not in WINDOWS:
+        return None
+    gauge, clients = WINDOWS[setting]
+    limit = (phase.setting(setting) or 0) * (phase.setting(clients) or 0)
+    if limit <= 0:
+        return None
+    return phase.figure(gauge) / limit
+
+
+def sweep_point(phase: PhaseFigures, setting: str, fan_out: int = 1) -> SweepPoint:
+    """The phase as a sweep point: its consume mean capped at its target, its e2e p99, and
+    how full the setting's window was."""
+    return ranked_throughput(
+        value=int(phase.setting(setting) or 0),
+        achieved=phase.figure("consume_rate_mean"),
+        target=phase.client.get("target_rate"),
+        p99_ms=phase.p99_ms,
+        verdict=phase.verdict or Verdict.OVERLOADED,
+        label=phase.phase.label,
+        fan_out=fan_out,
+        load_share=load_share(phase, setting),
+    )
+
+
+def sweeps(
+    key: str,
+    phases: Sequence[PhaseFigures],
+    settings: Sequence[str] = SWEEP_SETTINGS,
+    max_p99_ms: float | None = None,
+    fan_out: int = 1,
+) -> list[Sweep]:
+    """A run sweeps a setting when its load phases ran at more than one value of it."""
+    loaded = load_phases(phases)
+    result: list[Sweep] = []
+    for setting in settings:
+        values = {p.setting(setting) for p in loaded} - {None}
+        if len(values) < 2:
+            continue
+        points = tuple(sweep_point(p, setting, fan_out) for p in loaded)
+        recommendation = recommend(setting, points, max_p99_ms, fan_out)
+        result.append(Sweep(key, setting, tuple(loaded), points, recommendation))
+    return result
