@@ -11,7 +11,8 @@ In the order :func:`judge` tries them:
 1. **paused**: publishers were paused throughout (an alarm still makes it overloaded).
 2. **too short**: fewer than :data:`MIN_SECONDS` seconds of figures; not judged further.
 3. **draining a backlog**: consumers took more than the phase brought in (consumed above
-   :data:`CATCH_UP_SHARE` of what the broker took, per copy of a fanned-out message), or
+   :data:`CATCH_UP_SHARE` of what the broker took, per copy of a fanned-out message, while
+   the queues did not grow), or
    queue depth began at a backlog (at least :data:`BACKLOG_SECONDS` seconds of the consume
    rate) and fell over the phase's recent window. Its latency is the backlog's wait and its
    throughput the backlog's, neither the setting's: never a candidate.
@@ -22,7 +23,7 @@ In the order :func:`judge` tries them:
 5. **throttled by credit flow**: the run's own publishers were in credit flow for at least
    :data:`FLOW_SHARE` of the phase's seconds: the broker held them back and messages
    waited before the queues.
-6. **back-pressured**: a connection blocked by the broker; publishers below
+6. **back-pressured**: a connection blocked by flow control (connection.blocked); publishers below
    :data:`TARGET_REACHED` of their target (or no target at all: as fast as confirms and
    flow control allow); pending confirms averaging :data:`WINDOW_FULL` or more of the
    in-flight window.
@@ -149,7 +150,17 @@ def draining(load: PhaseLoad) -> str | None:
     """Why the phase drains a backlog (rule 3), or None."""
     taken, what = load.taken
     consumed = load.consumed_per_copy
-    if taken > 0 and consumed > CATCH_UP_SHARE * taken and consumed - taken >= DEPTH_GROWTH_MIN:
+    # A queue that grew over the phase was not drained, whatever its consume mean says (a
+    # phase whose consumers started at its end has a mean over a fraction of a second).
+    grew = load.depth_slope is not None and load.depth_slope > max(
+        DEPTH_GROWTH_MIN, DEPTH_GROWTH_SHARE * load.publish_rate
+    )
+    if (
+        not grew
+        and taken > 0
+        and consumed > CATCH_UP_SHARE * taken
+        and consumed - taken >= DEPTH_GROWTH_MIN
+    ):
         return (
             f"consumers took {consumed:.1f} msg/s, more than the {taken:.1f} msg/s {what} "
             f"(> {CATCH_UP_SHARE:.0%}): a backlog from before was being taken; {_depth_words(load)}"
@@ -216,7 +227,7 @@ def judge(load: PhaseLoad) -> tuple[Verdict, str]:
 
     held: list[str] = []
     if load.blocked_s > 0:
-        held.append(f"connections blocked by the broker for {load.blocked_s:.0f} s")
+        held.append(f"connections blocked by flow control for {load.blocked_s:.0f} s")
     reached = load.publish_rate
     if load.publish_rate_unpaused is not None:
         reached = load.publish_rate_unpaused
@@ -254,9 +265,9 @@ def rules() -> tuple[str, ...]:
         "overloaded); not judged, never a sweep row",
         f"too short to judge: fewer than {MIN_SECONDS} s of figures",
         f"draining a backlog: consumers took more than {CATCH_UP_SHARE:.0%} of what the broker "
-        f"took in the phase, or queue depth began at a backlog (≥ {BACKLOG_SECONDS:g} s of the "
-        f"consume rate and ≥ {BACKLOG_MIN:.0f} messages) and fell faster than "
-        f"max({DEPTH_GROWTH_MIN:g} msg/s, {DEPTH_FALL_SHARE:.0%} of the consume rate) over "
+        "took in the phase while the queues did not grow, or queue depth began at a backlog "
+        f"(≥ {BACKLOG_SECONDS:g} s of the consume rate and ≥ {BACKLOG_MIN:.0f} messages) and "
+        f"fell faster than max({DEPTH_GROWTH_MIN:g} msg/s, {DEPTH_FALL_SHARE:.0%} of the consume rate) over "
         "the phase's last 15 s; its latency and throughput are the backlog's, never a "
         "candidate",
         f"overloaded: a memory or disk alarm; or queue depth ends higher than it began and "
@@ -265,7 +276,7 @@ def rules() -> tuple[str, ...]:
         "broker took (the confirm rate with publisher confirms, else the publish rate)",
         f"throttled by credit flow: the run's own publishers in credit flow for ≥ "
         f"{FLOW_SHARE:.0%} of the phase's seconds (messages waited before the queues)",
-        f"back-pressured: a connection blocked by the broker; or publishers below "
+        f"back-pressured: a connection blocked by flow control; or publishers below "
         f"{TARGET_REACHED:.0%} of their target (or no target at all); or pending confirms "
         f"averaging ≥ {WINDOW_FULL:.0%} of the in-flight window (limit × publishers)",
         f"catching up: publishers above {CATCH_UP_SHARE:.0%} of their target (the rate "

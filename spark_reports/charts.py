@@ -15,7 +15,6 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
 from flowdeck.figures.stats import Row
-from flowdeck.figures.verdict import Verdict
 from flowdeck.spark_reports.compare import limited_and_not, representative
 from flowdeck.spark_reports.figures import (
     SETTING_TITLES,
@@ -24,15 +23,8 @@ from flowdeck.spark_reports.figures import (
     SessionFigures,
     Sweep,
 )
+from flowdeck.spark_reports.render import VERDICT_COLOURS
 
-VERDICT_COLOURS = {
-    Verdict.SUSTAINABLE: "#e8f5e9",
-    Verdict.BACK_PRESSURED: "#fff8e1",
-    Verdict.OVERLOADED: "#ffebee",
-    Verdict.DRAIN: "#e3f2fd",
-    Verdict.PAUSED: "#eceff1",
-    None: "#f5f5f5",
-}
 RATE_COLOURS = {"publish": "#1f77b4", "confirm": "#9467bd", "consume": "#2ca02c"}
 
 

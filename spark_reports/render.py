@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from flowdeck.figures import sweep, verdict
+from flowdeck.figures.verdict import Verdict
 from flowdeck.spark_reports.figures import MEAN_MEANING, SessionFigures
 from flowdeck.spark_reports.tables import Table, format_cell
 
@@ -25,12 +26,38 @@ th,td{border:1px solid #e0e0e0;padding:3px 7px;vertical-align:top}
 th{background:#eeeeee;text-align:left}td.n{text-align:right;font-variant-numeric:tabular-nums}
 .scroll{overflow-x:auto}
 .note{color:#616161;font-size:12.5px;margin:2px 0}
-.v-sustainable{background:#e8f5e9}.v-back-pressured{background:#fff8e1}.v-overloaded{background:#ffebee}
-.v-drain{background:#e3f2fd}.v-paused{background:#eceff1}
 img{max-width:100%;background:#fff;border:1px solid #e0e0e0;margin:8px 0}
 ul.reasoning{font-size:13px;margin:4px 0 0 0}
 .rec{font-weight:600}
 """
+
+
+#: Each verdict's shade, in the charts' phase bands and the tables' rows.
+VERDICT_COLOURS = {
+    Verdict.SUSTAINABLE: "#e8f5e9",
+    Verdict.BACK_PRESSURED: "#fff8e1",
+    Verdict.THROTTLED: "#fff3e0",
+    Verdict.OVERLOADED: "#ffebee",
+    Verdict.DRAINING: "#f3e5f5",
+    Verdict.CATCHING_UP: "#f3e5f5",
+    Verdict.TOO_SHORT: "#fafafa",
+    Verdict.DRAIN: "#e3f2fd",
+    Verdict.PAUSED: "#eceff1",
+    None: "#f5f5f5",
+}
+
+
+def verdict_class(verdict: str) -> str:
+    """A verdict's CSS class: ``v-draining-a-backlog``."""
+    return "v-" + verdict.replace(" ", "-")
+
+
+#: The tables' row shades, one rule per verdict.
+VERDICT_CSS = "".join(
+    f".{verdict_class(str(v))}{{background:{colour}}}"
+    for v, colour in VERDICT_COLOURS.items()
+    if v is not None
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +95,7 @@ def table_html(table: Table) -> str:
     for row in table.rows:
         css = ""
         if verdict_column is not None and row[verdict_column]:
-            css = f' class="v-{html.escape(str(row[verdict_column]))}"'
+            css = f' class="{html.escape(verdict_class(str(row[verdict_column])))}"'
         parts.append(f"<tr{css}>")
         for cell in row:
             numeric = isinstance(cell, int | float) and not isinstance(cell, bool)
@@ -112,7 +139,7 @@ def session_intro(figures: SessionFigures) -> str:
 def render(title: str, sections: Sequence[Section], generated: str) -> str:
     parts = [
         "<!DOCTYPE html><html lang=en><head><meta charset=utf-8>",
-        f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body><main>",
+        f"<title>{html.escape(title)}</title><style>{CSS}{VERDICT_CSS}</style></head><body><main>",
         f"<h1>{html.escape(title)}</h1><p class=meta>{html.escape(generated)}</p>",
         "<h3>How phases are judged</h3><ul class=reasoning>",
         *[f"<li>{line}</li>" for line in thresholds_text()],

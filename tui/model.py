@@ -604,7 +604,8 @@ class SettingRow:
     p50: float | None
     p99: float | None
     depth_slope: float | None
-    verdict: Verdict
+    #: None: the phase has no client figures (yet): nothing to judge.
+    verdict: Verdict | None
     reason: str
     paused_seconds: int = 0
     drain: bool = False
@@ -663,7 +664,7 @@ def report_row(
         p99=None if e2e is None else e2e.p99,
         p999=None if e2e is None else e2e.p999,
         depth_slope=phase.broker.get("depth_recent_slope"),
-        verdict=phase.verdict or Verdict.OVERLOADED,
+        verdict=phase.verdict,
         reason=phase.reason,
         paused_seconds=int(phase.client.get("paused_s") or 0),
         drain=phase.is_drain,
@@ -757,9 +758,7 @@ def setting_verdicts(history: RunHistory, max_p99_ms: float | None = None) -> Se
         for second in figures.seconds:
             by_phase.setdefault(int(second["phase"]), []).append(second)
         rows = tuple(
-            report_row(phase, by_phase.get(phase.index, []), base)
-            for phase in figures.phases
-            if phase.has_data
+            report_row(phase, by_phase.get(phase.index, []), base) for phase in figures.phases
         )
         recommendations = tuple((Setting(s.setting), s.recommendation) for s in figures.sweeps)
         chosen = next((s.best for s in figures.sweeps if s.best is not None), None)
@@ -777,8 +776,8 @@ def setting_verdicts(history: RunHistory, max_p99_ms: float | None = None) -> Se
             continue
         points = [
             ranked_throughput(
-                int(getattr(r.settings, field_name)), r.consume, r.target, r.p99, r.verdict,
-                r.label,
+                int(getattr(r.settings, field_name)), r.consume, r.target, r.p99,
+                r.verdict or Verdict.OVERLOADED, r.label,
             )
             for r in active
         ]  # fmt: skip

@@ -25,6 +25,7 @@ from flowdeck.figures.verdict import Verdict
 from flowdeck.spark_reports.charts import comparison_chart, comparison_figure
 from flowdeck.spark_reports.figures import PhaseFigures, SessionFigures
 from flowdeck.spark_reports.sessions import Session
+from tests.figures.factories import run
 
 RATE = 2000.0
 SECONDS = 10
@@ -68,11 +69,7 @@ def _run(name: str, confirms: bool, steps: list[tuple[int, float, float]]) -> Se
     phases = tuple(_phase(name, i, *step) for i, step in enumerate(steps))
     return SessionFigures(
         session=Session(f"/sessions/{name}", name, manifest, (), tuple(p.phase for p in phases)),
-        phases=phases,
-        sweeps=(),
-        whole={},
-        whole_latency={},
-        duration_s=len(steps) * SECONDS,
+        run=run(*phases),
     )
 
 
@@ -187,13 +184,15 @@ def test_the_comparison_table_has_the_row_the_chart_draws() -> None:
     dashed level, not a figure in the sweep's row 400."""
     from dataclasses import replace
 
-    from flowdeck.figures.verdict import Recommendation
+    from flowdeck.figures import Recommendation, Sweep
+    from flowdeck.figures.run import sweep_point
     from flowdeck.spark_reports.compare import comparison_table
-    from flowdeck.spark_reports.figures import Sweep
 
     sweep = SWEEP[1]
     recommended = Recommendation(20, ())
-    swept = replace(sweep, sweeps=(Sweep("sweep", "inflight", sweep.phases, recommended),))
+    points = tuple(sweep_point(p, "inflight") for p in sweep.phases)
+    sweeps = (Sweep("sweep", "inflight", sweep.phases, points, recommended),)
+    swept = replace(sweep, run=replace(sweep.run, sweeps=sweeps))
     carried = _run("no-confirms", False, [(400, 1990.0, 3.0)])
     table = comparison_table([swept, carried])
     rows = {row[0]: row for row in table.rows}

@@ -239,7 +239,10 @@ def test_the_drain_is_a_phase_of_its_own_without_a_target(
     assert (num(rows[3]["publish active s"]), num(rows[3]["publish mean"])) == (0, 0)
     assert num(rows[3]["consume active s"]) == 6
     flow = read_csv(drained.out_dir / "drained-sweep-flow.csv")
-    assert [r["verdict"] for r in flow] == ["sustainable", "sustainable", "sustainable", "drain"]
+    # inflight=20's consumers took 125% of what was published: a backlog being taken
+    assert [r["verdict"] for r in flow] == [
+        "sustainable", "draining a backlog", "sustainable", "drain",
+    ]  # fmt: skip
     # 2 s paused and the second that resumed: 3 s with publishing paused in them
     assert "3 s paused (for all or part of the second), left out of the target" in (flow[2]["why"])
     assert flow[3]["why"].startswith("the drain: publishing stopped at 36.0 s")

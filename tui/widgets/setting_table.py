@@ -145,8 +145,9 @@ class SettingTable(Static):
             if not narrow:
                 cells.append("–" if ratio is None else f"{ratio:.0%}")
                 cells.append(trend(row.depth_slope, row.consume))
-            style = "" if best else VERDICT_STYLES.get(row.verdict, "")
-            cells.append(Text(row.verdict.value, style=style))
+            verdict = "–" if row.verdict is None else row.verdict.value
+            style = "" if best or row.verdict is None else VERDICT_STYLES.get(row.verdict, "")
+            cells.append(Text(verdict, style=style))
             table.add_row(*cells, style=BEST_STYLE if best else None)
         lines: list[Text] = [Text(line, style="bold") for line in verdicts.lines]
         if not verdicts.lines:
