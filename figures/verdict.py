@@ -267,7 +267,8 @@ def rules() -> tuple[str, ...]:
         f"draining a backlog: consumers took more than {CATCH_UP_SHARE:.0%} of what the broker "
         "took in the phase while the queues did not grow, or queue depth began at a backlog "
         f"(≥ {BACKLOG_SECONDS:g} s of the consume rate and ≥ {BACKLOG_MIN:.0f} messages) and "
-        f"fell faster than max({DEPTH_GROWTH_MIN:g} msg/s, {DEPTH_FALL_SHARE:.0%} of the consume rate) over "
+        f"fell faster than max({DEPTH_GROWTH_MIN:g} msg/s, {DEPTH_FALL_SHARE:.0%} of the "
+        "consume rate) over "
         "the phase's last 15 s; its latency and throughput are the backlog's, never a "
         "candidate",
         f"overloaded: a memory or disk alarm; or queue depth ends higher than it began and "
