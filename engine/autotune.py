@@ -54,6 +54,7 @@ from flowdeck.engine.snapshot import Settings, setting_value
 from flowdeck.engine.spec import RunSpec
 from flowdeck.figures import (
     THROUGHPUT_TOLERANCE,
+    Capacity,
     PhaseFigures,
     PhaseLoad,
     Recommendation,
@@ -68,8 +69,21 @@ from flowdeck.figures.phases import phase_at, to_us
 from flowdeck.figures.trend import recent, slope
 from flowdeck.figures.verdict import BACKLOG_MIN
 
-#: The settings the autopilot can search.
-TUNABLE: tuple[Setting, ...] = (Setting.INFLIGHT, Setting.PREFETCH, Setting.ACK_EVERY)
+#: The settings the autopilot can search: the three windows (the best value of each), and
+#: the rate (the highest the broker sustains for the spec: its capacity).
+TUNABLE: tuple[Setting, ...] = (
+    Setting.INFLIGHT,
+    Setting.PREFETCH,
+    Setting.ACK_EVERY,
+    Setting.RATE,
+)
+#: The rate search's resolution: it stops when the lowest rate that failed is within this
+#: share above the highest that held.
+RATE_RESOLUTION = 0.10
+#: The most probes a rate search makes (each a step held like any other).
+RATE_MAX_STEPS = 12
+#: Where a rate search starts without a rate limit in the spec, msg/s per publisher.
+RATE_START = 10.0
 #: The seed's shares of the target rate (1 %..200 %), with the 1-2-5 series below 1 %.
 SHARES: tuple[float, ...] = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0, 2.0)
 #: ack_every stops at half the prefetch: past the prefetch consumers would never ack.
@@ -86,7 +100,8 @@ E2E = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
 
 
 def tunable(setting: Setting | str) -> Setting:
-    """The setting named (``inflight``, ``prefetch``, ``ack_every``), or a one-line error."""
+    """The setting named (``inflight``, ``prefetch``, ``ack_every``, ``rate``), or a one-line
+    error."""
     names = ", ".join(s.value for s in TUNABLE)
     word = setting.value if isinstance(setting, Setting) else setting.strip().lower()
     found = next((s for s in TUNABLE if s.value == word.replace("-", "_")), None)
@@ -96,8 +111,11 @@ def tunable(setting: Setting | str) -> Setting:
 
 
 def ladder(setting: Setting, settings: Settings) -> tuple[int, ...]:
-    """The values to try, smallest first (see the module docstring)."""
+    """The values to try, smallest first (see the module docstring); the rate has no fixed
+    ladder (:class:`RateSearch` doubles, then halves the interval)."""
     setting = tunable(setting)
+    if setting is Setting.RATE:
+        return ()
     row = BY_SETTING[setting]
     top = row.high
     if setting is Setting.ACK_EVERY:
@@ -198,7 +216,7 @@ class Bounds:
 class StepResult:
     """One step as judged: its value, phase, figures, verdict and how it was held."""
 
-    value: int
+    value: float
     phase: int
     held_s: float
     steadiness: Steadiness
@@ -225,7 +243,7 @@ class Search:
     #: Steps in a row that did not beat the best before them by more than the tolerance.
     flat: int = 0
     #: Values the run was left at and held again to confirm the choice.
-    confirmed: set[int] = field(default_factory=set)
+    confirmed: set[float] = field(default_factory=set)
 
     def next_value(self) -> int | None:
         """The next value to try: the ladder's next above every value tried so far."""
@@ -293,6 +311,88 @@ class Search:
         return recommend(self.setting.value, points, self.bounds.max_p99_ms)
 
 
+def _two_digits(value: float) -> float:
+    """A rate rounded to two significant digits, as an operator would type it."""
+    if value <= 0:
+        return 0.0
+    return float(f"{value:.2g}")
+
+
+@dataclass
+class RateSearch:
+    """The capacity search's decisions: from ``start`` msg/s per publisher, double while a
+    step is sustainable (target reached, consumers keep up, depth flat, within the p99
+    bound); once one fails, halve the interval between the highest rate that held and the
+    lowest that failed until they are within :data:`RATE_RESOLUTION`. After a failed step
+    the run is held at a rate that held (or a quarter of the failed one) until the backlog
+    it left has drained, so the next probe starts from empty queues."""
+
+    start: float
+    high: float
+    bounds: Bounds = field(default_factory=Bounds)
+    steps: list[StepResult] = field(default_factory=list)
+    good: float | None = None
+    bad: float | None = None
+    confirmed: set[float] = field(default_factory=set)
+    setting: Setting = Setting.RATE
+
+    @property
+    def values(self) -> tuple[float, ...]:
+        """The rates tried so far (the search has no ladder known in advance)."""
+        return tuple(s.value for s in self.steps) or (self.start,)
+
+    def held(self, step: StepResult) -> bool:
+        if step.verdict is not Verdict.SUSTAINABLE:
+            return False
+        bound = self.bounds.max_p99_ms
+        return bound is None or (step.p99_ms is not None and step.p99_ms <= bound)
+
+    def next_value(self) -> float | None:
+        if not self.steps:
+            return self.start
+        if self.bad is None:
+            upper = _two_digits(2 * (self.good or self.start))
+            return upper if (self.good or 0.0) < upper <= self.high else None
+        if self.good is None:
+            lower = _two_digits(self.bad / 2)
+            return lower if lower >= 1 else None
+        if self.bad <= self.good * (1 + RATE_RESOLUTION):
+            return None
+        middle = _two_digits((self.good + self.bad) / 2)
+        return middle if self.good < middle < self.bad else None
+
+    def add(self, step: StepResult) -> str | None:
+        """Take a judged probe; why the search ends with it, or None to go on."""
+        self.steps.append(step)
+        if self.held(step):
+            self.good = max(self.good or 0.0, step.value)
+        else:
+            self.bad = step.value if self.bad is None else min(self.bad, step.value)
+        if len(self.steps) >= RATE_MAX_STEPS:
+            return f"the search made its {RATE_MAX_STEPS} probes"
+        if self.next_value() is None:
+            if self.good is not None and self.bad is not None:
+                return (
+                    f"rate={self.good:g} held and rate={self.bad:g} did not "
+                    f"(within {RATE_RESOLUTION:.0%})"
+                )
+            if self.bad is None:
+                return f"every rate up to {self.good or self.start:g} held (the setting's limit)"
+            return f"no rate held down to {self.bad:g} per publisher"
+        return None
+
+    def recovery(self) -> float | None:
+        """After a failed probe: the rate to hold while its backlog drains (None after a
+        probe that held)."""
+        if not self.steps or self.held(self.steps[-1]):
+            return None
+        return self.good if self.good is not None else _two_digits(self.steps[-1].value / 4)
+
+    def best(self) -> SweepPoint:
+        held = [s.point for s in self.steps if self.held(s)]
+        return max(held or [s.point for s in self.steps], key=lambda p: p.throughput)
+
+
 # -- driving a run ---------------------------------------------------------------------------
 
 
@@ -334,7 +434,7 @@ WAIT_HOLDS = 5.0
 
 @dataclass
 class _Step:
-    value: int
+    value: float
     change_id: int
     began_at: float | None = None
     rates: list[float] = field(default_factory=list)
@@ -399,12 +499,26 @@ class Autopilot(NullSink):
         setting = self.setting
         self.bounds = Bounds(max_p99_ms, max_backlog)
         self.rule = rule or (SteadyRule() if hold_s is None else SteadyRule.holding(hold_s))
-        self.search = Search(setting, ladder(setting, run.requested_settings), self.bounds)
+        self.search: Search | RateSearch
+        if setting is Setting.RATE:
+            current = setting_value(run.requested_settings, setting)
+            self.search = RateSearch(current or RATE_START, BY_SETTING[setting].high, self.bounds)
+        else:
+            self.search = Search(setting, ladder(setting, run.requested_settings), self.bounds)
         self.state = State.ARMED
         #: The value chosen at the end (None: not yet, or none met every condition).
-        self.chosen: int | None = None
+        self.chosen: float | None = None
         self.recommendation: Recommendation | None = None
-        self._before = int(setting_value(run.requested_settings, setting))
+        #: A rate search's answer: the highest total rate the run sustained.
+        self.capacity: Capacity | None = None
+        self._before = setting_value(run.requested_settings, setting)
+        #: Holding a rate that held after a failed probe, until its backlog has drained;
+        #: how many probes had been made when the last such hold began.
+        self._recovering = False
+        self._recovered_after = 0
+        #: The current wait for the queues has been said (once per wait).
+        self._wait_said = False
+        self._introduced = False
         self._step: _Step | None = None
         #: Why the search ended, for the closing event.
         self._why = ""
@@ -493,48 +607,90 @@ class Autopilot(NullSink):
         return self.run.phase_table.figures(max_p99_ms=self.bounds.max_p99_ms)
 
     def _begin(self, now: float | None = None) -> None:
-        """Start the search, unless a backlog is draining: then wait for it (said once),
-        and give up after :data:`WAIT_HOLDS` longest holds."""
+        """Start (or go on with) the search, unless a backlog is draining: then wait for it
+        (said once), and give up after :data:`WAIT_HOLDS` longest holds."""
         if self.state not in (State.ARMED, State.WAITING) or not self.run.running:
             return
-        backlog = backlog_of(self._figures())
-        if backlog is not None and backlog.draining:
-            if self.state is State.ARMED:
-                self.state = State.WAITING
-                self._waiting_since = now
-                self._say(
-                    f"autotune {self.setting.value} waits: a backlog of {backlog.depth:,} "
-                    f"messages is draining ({-(backlog.slope or 0.0):,.0f} msg/s); a step "
-                    "judged now would measure the backlog, not the setting"
-                )
-            if now is not None:
-                since = self._waiting_since = self._waiting_since or now
-                if now - since > WAIT_HOLDS * self.rule.max_hold_s:
-                    self.stop(
-                        f"cannot judge while a backlog drains ({backlog.depth:,} messages "
-                        f"left after {now - since:.0f} s)"
-                    )
+        if self._waits(now):
             return
         self.state = State.SEARCHING
-        values = ", ".join(format_number(v) for v in self.search.values)
+        self._recovering = False
+        self._wait_said = False
+        if not self._introduced:
+            self._introduced = True
+            self._say(self._intro())
+        self._next()
+
+    def _waits(self, now: float | None) -> bool:
+        """Whether to wait for the queues before the next step: a backlog draining before
+        the first one, or (after a failed rate probe) any backlog above the backlog size."""
+        backlog = backlog_of(self._figures())
+        if backlog is None:
+            return False
+        waiting = backlog.draining or (self._recovering and backlog.depth >= BACKLOG_MIN)
+        if not waiting:
+            return False
+        self.state = State.WAITING
+        if not self._wait_said:
+            self._wait_said = True
+            self._waiting_since = now
+            trend = "" if backlog.slope is None else f", {backlog.slope:+,.0f} msg/s"
+            self._say(
+                f"autotune {self.setting.value} waits: a backlog of {backlog.depth:,} "
+                f"messages{trend} is "
+                + ("draining" if backlog.draining else "in the queues")
+                + "; a step judged now would measure the backlog, not the setting"
+            )
+        if now is not None:
+            since = self._waiting_since = self._waiting_since or now
+            if now - since > WAIT_HOLDS * self.rule.max_hold_s:
+                self.stop(
+                    f"cannot judge while a backlog drains ({backlog.depth:,} messages "
+                    f"left after {now - since:.0f} s)"
+                )
+        return True
+
+    def _intro(self) -> str:
         rule = self.rule
+        held = (
+            f"each step held ≥ {rule.min_hold_s:g} s until consume msg/s over {rule.window} s "
+            f"has cv ≤ {rule.max_cv:.0%} and trend ≤ {rule.max_trend:.0%} (at most "
+            f"{rule.max_hold_s:g} s)"
+        )
         bounds = [
             f"p99 > {self.bounds.max_p99_ms:g} ms" if self.bounds.max_p99_ms is not None else "",
             f"backlog > {self.bounds.max_backlog:,}" if self.bounds.max_backlog is not None else "",
         ]
-        self._say(
-            f"autotune {self.setting.value}: trying {values}; each step held ≥ "
-            f"{rule.min_hold_s:g} s until consume msg/s over {rule.window} s has cv ≤ "
-            f"{rule.max_cv:.0%} and trend ≤ {rule.max_trend:.0%} (at most "
-            f"{rule.max_hold_s:g} s); stops when throughput stops rising, a step is "
-            "overloaded" + "".join(f", {b}" for b in bounds if b)
+        if isinstance(self.search, RateSearch):
+            return (
+                f"autotune rate: finding the highest rate this broker sustains for the spec, "
+                f"from {self.search.start:g} msg/s per publisher, doubling while a step is "
+                f"sustainable"
+                + "".join(f" and not {b}" for b in bounds if b)
+                + f", then halving the interval to {RATE_RESOLUTION:.0%}; after a step that "
+                "fails, the run waits at a rate that held until its backlog has drained; " + held
+            )
+        values = ", ".join(format_number(v) for v in self.search.values)
+        return (
+            f"autotune {self.setting.value}: trying {values}; {held}; stops when throughput "
+            "stops rising, a step is overloaded" + "".join(f", {b}" for b in bounds if b)
         )
-        self._next()
 
     def _next(self) -> None:
-        value = self.search.next_value()
+        search = self.search
+        if isinstance(search, RateSearch) and self._recovered_after != len(search.steps):
+            recovery = search.recovery()
+            if recovery is not None:
+                # Back to a rate that held: the failed probe's backlog drains before the next.
+                self._recovered_after = len(search.steps)
+                self._recovering = True
+                self._request(recovery)
+                self.state = State.WAITING
+                self._waiting_since = None
+                return
+        value = search.next_value()
         if value is None:
-            self._finish(f"the ladder ends at {self.setting.value}={self.search.values[-1]}")
+            self._finish(f"the ladder ends at {self.setting.value}={search.values[-1]}")
             return
         try:
             change_id = self.run.request(Change(self.setting, value), SOURCE)
@@ -613,9 +769,15 @@ class Autopilot(NullSink):
         report's on the same session); the steps' own when the run has no sweep of it."""
         figures = self._figures()
         sweep = None if figures is None else figures.sweep(self.setting.value)
-        return sweep.recommendation if sweep is not None else self.search.choice()
+        if sweep is not None:
+            return sweep.recommendation
+        assert isinstance(self.search, Search)  # a rate search ends in _finish_rate
+        return self.search.choice()
 
     def _finish(self, why: str) -> None:
+        if isinstance(self.search, RateSearch):
+            self._finish_rate(why)
+            return
         self.recommendation = self._choice()
         chosen = self.recommendation.value
         name = self.setting.value
@@ -633,6 +795,27 @@ class Autopilot(NullSink):
             self._chosen(chosen)
         else:
             self._confirm(chosen)
+
+    def _finish_rate(self, why: str) -> None:
+        """Leave the run at the capacity the run's figures found (the report's, over the
+        same phases) and say it: total and per publisher, and where it broke."""
+        self.state = State.DONE
+        figures = self._figures()
+        self.capacity = None if figures is None else figures.capacity
+        found = self.capacity
+        if found is None or found.per_publisher is None:
+            self._request(self._before)
+            reason = found.reasoning[-1] if found is not None else "no step held"
+            self._say(
+                f"autotune rate: no rate held ({why}; {reason}); rate back to {self._before:g}"
+            )
+            return
+        self.chosen = found.per_publisher
+        self._request(found.per_publisher)
+        self._say(
+            f"autotune rate: this broker sustains {found.rate:,.0f} msg/s in total "
+            f"({found.per_publisher:g} per publisher) for this spec ({why}); " + found.reasoning[-1]
+        )
 
     def _confirm(self, value: int) -> None:
         """Leave the run at ``value`` and hold it like a step before saying it is chosen:
@@ -656,6 +839,7 @@ class Autopilot(NullSink):
             f"{result.verdict.value}; {result.steadiness.text}"
         )
         choice = self._choice()
+        assert isinstance(self.search, Search)  # a rate search confirms nothing
         moved = self.search.confirm(result, choice)
         self.recommendation = choice
         if moved is not None:
@@ -685,7 +869,7 @@ class Autopilot(NullSink):
             f"{recommendation.reasoning[-1]}"
         )
 
-    def _request(self, value: int) -> None:
+    def _request(self, value: float) -> None:
         try:
             self.run.request(Change(self.setting, value), SOURCE)
         except FlowdeckError as exc:

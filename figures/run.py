@@ -32,8 +32,11 @@ from flowdeck.figures import active, stats
 from flowdeck.figures.latency import QUANTILE_NAMES, Percentiles, percentiles_of
 from flowdeck.figures.phases import Phase
 from flowdeck.figures.sweep import (
+    Capacity,
+    RatePoint,
     Recommendation,
     SweepPoint,
+    capacity,
     ranked_throughput,
     recommend,
 )
@@ -250,6 +253,9 @@ class RunFigures:
     seconds: tuple[Row, ...] = ()
     #: The fresh polls of the run's main broker source, in time order, for charts.
     polls: tuple[Row, ...] = ()
+    #: When its load phases ran at two or more target rates (a rate search, a rate sweep):
+    #: the highest rate they sustained (``figures.sweep.capacity``).
+    capacity: Capacity | None = None
 
     @property
     def load_phases(self) -> list[PhaseFigures]:
@@ -368,6 +374,7 @@ def run_figures(inputs: RunInputs, max_p99_ms: float | None = None) -> RunFigure
         active_recorded=spans.recorded,
         seconds=tuple(seconds),
         polls=tuple(chosen),
+        capacity=rate_capacity(figures, max_p99_ms),
     )
 
 
@@ -472,3 +479,24 @@ def sweeps(
         recommendation = recommend(setting, points, max_p99_ms, fan_out)
         result.append(Sweep(key, setting, tuple(loaded), points, recommendation))
     return result
+
+
+def rate_capacity(
+    phases: Sequence[PhaseFigures], max_p99_ms: float | None = None
+) -> Capacity | None:
+    """The highest target rate the run's load phases sustained, when they ran at two or
+    more (None otherwise)."""
+    points = [
+        RatePoint(
+            target=float(p.target_rate),
+            rate=p.figure("rate"),
+            verdict=p.verdict or Verdict.OVERLOADED,
+            p99_ms=p.p99_ms,
+            label=p.label,
+        )
+        for p in load_phases(phases)
+        if p.target_rate
+    ]
+    if len({round(p.target) for p in points}) < 2:
+        return None
+    return capacity(points, max_p99_ms)

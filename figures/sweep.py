@@ -264,3 +264,66 @@ def rules() -> tuple[str, ...]:
         f"messages (prefetch) stayed below {BIND_SHARE:.0%} of every window and every "
         "candidate ran within noise of the best: the sweep did not ask the question",
     )
+
+
+@dataclass(frozen=True, slots=True)
+class RatePoint:
+    """A phase of a rate search: the total target it ran at (msg/s), the per-publisher rate
+    setting, its verdict and e2e p99 (ms)."""
+
+    target: float
+    rate: float
+    verdict: Verdict
+    p99_ms: float | None
+    label: str = ""
+
+    def sustained(self, max_p99_ms: float | None = None) -> bool:
+        """Held the rate: target reached, consumers kept up, depth flat (``sustainable``),
+        and within the p99 bound when one is given."""
+        if self.verdict is not Verdict.SUSTAINABLE:
+            return False
+        return max_p99_ms is None or (self.p99_ms is not None and self.p99_ms <= max_p99_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    """The highest total rate a run's phases sustained, and why (None: none sustained)."""
+
+    rate: float | None
+    per_publisher: float | None
+    reasoning: tuple[str, ...]
+    #: The lowest rate that did not hold, when one was tried.
+    broke_at: float | None = None
+
+
+def capacity(points: Sequence[RatePoint], max_p99_ms: float | None = None) -> Capacity:
+    """The capacity a rate search found: the highest target rate whose phase was sustainable
+    (and within ``max_p99_ms``); the lowest rate above it that failed says where it broke."""
+    if not points:
+        return Capacity(None, None, ("no phases with a target rate",))
+    reasoning = [
+        "capacity: the highest total rate whose phase was sustainable (target reached, "
+        "consumers kept up, depth flat)"
+        + (f" with e2e p99 ≤ {max_p99_ms:g} ms" if max_p99_ms is not None else "")
+    ]
+    for point in sorted(points, key=lambda p: p.target):
+        kept = point.sustained(max_p99_ms)
+        why = point.verdict.value
+        if point.verdict is Verdict.SUSTAINABLE and not kept:
+            why = f"p99 {_ms(point.p99_ms)} is above {max_p99_ms:g} ms"
+        reasoning.append(
+            f"{point.target:.0f} msg/s ({point.label or f'rate={point.rate:g}'}): "
+            + ("held" if kept else f"did not hold ({why})")
+        )
+    held = [p for p in points if p.sustained(max_p99_ms)]
+    if not held:
+        reasoning.append("no rate held: the broker's capacity for this spec is below the lowest")
+        return Capacity(None, None, tuple(reasoning), min(p.target for p in points))
+    best = max(held, key=lambda p: p.target)
+    above = [p.target for p in points if p.target > best.target and not p.sustained(max_p99_ms)]
+    broke = min(above, default=None)
+    reasoning.append(
+        f"capacity {best.target:.0f} msg/s ({best.rate:g} per publisher)"
+        + (f"; it broke at {broke:.0f} msg/s" if broke is not None else "; nothing above it failed")
+    )
+    return Capacity(best.target, best.rate, tuple(reasoning), broke)

@@ -52,9 +52,10 @@ def test_the_ack_ladder_stays_within_half_the_prefetch() -> None:
     assert ladder(Setting.PREFETCH, replace(SETTINGS, rate=0)) == PLAIN_LADDER
 
 
-def test_only_the_three_sweep_settings_are_tuned() -> None:
-    with pytest.raises(SpecError, match="the autopilot tunes inflight, prefetch, ack_every"):
-        ladder(Setting.RATE, SETTINGS)
+def test_the_three_windows_and_the_rate_are_tuned() -> None:
+    with pytest.raises(SpecError, match="the autopilot tunes inflight, prefetch, ack_every, rate"):
+        ladder(Setting.PUBLISHERS, SETTINGS)
+    assert ladder(Setting.RATE, SETTINGS) == ()  # the rate search has no ladder
 
 
 # -- steady --------------------------------------------------------------------------------------
@@ -493,3 +494,78 @@ def test_it_waits_for_a_draining_backlog_before_its_first_step() -> None:
     # it began once the queues were back under the backlog threshold
     assert autopilot.state is State.SEARCHING and depth[0] < 100
     assert run.changes == [(Change(Setting.INFLIGHT, 1), "autotune")]
+
+
+# -- the rate search: the broker's capacity -------------------------------------------------------
+
+
+class Saturation:
+    """One publisher at the run's rate into consumers that take at most ``capacity`` msg/s:
+    above it the queue grows by the difference every second and e2e latency climbs with
+    it; the broker polls report the queue each second."""
+
+    def __init__(self, run: FakeRun, capacity: float) -> None:
+        self.run = run
+        self.capacity = capacity
+        self.totals = Counters()
+        self.second = 0
+        self.depth = 0.0
+
+    def second_passes(self) -> None:
+        run = self.run
+        self.second += 1
+        run.now = run.started_at + self.second
+        rate = run.settings.rate
+        consumed = min(self.capacity, rate + self.depth)
+        self.depth = max(0.0, self.depth + rate - consumed)
+        published, taken = int(rate), int(consumed)
+        self.totals = self.totals + Counters(
+            published=published, confirmed=published, consumed=taken, acked=taken
+        )
+        histogram = new_histogram()
+        wait_us = int(1_000_000 * self.depth / self.capacity)
+        for _ in range(max(1, taken)):
+            record(histogram, 2000 + wait_us)
+        snapshot = ClientSnapshot(
+            worker=0, at=run.now - 0.001, interval=1.0, counters=self.totals,
+            pending_confirms=1, unacked=0, connections=2, blocked=0, settings=run.settings,
+            target_rate=rate, latency={E2E: encode(histogram)},
+        )  # fmt: skip
+        tick = Tick(
+            at=run.now, elapsed=float(self.second), duration=600, target_rate=rate,
+            publish_rate=rate, confirm_rate=rate, consume_rate=consumed, nack_rate=0,
+            return_rate=0, totals=self.totals, pending_confirms=1, unacked=0, connections=2,
+            blocked=0, settings=run.settings,
+        )  # fmt: skip
+        for sink in list(run.sinks):
+            sink.on_snapshot(snapshot)
+            sink.on_broker_sample(poll(run.now - 0.5, int(self.depth)))
+            sink.on_tick(tick)
+
+
+def test_the_rate_search_finds_where_consumers_stop_keeping_up() -> None:
+    spec = RunSpec(rate=100, inflight=100, publishers=1, consumers=1, uri="amqp://x")
+    run = FakeRun(spec)
+    autopilot = Autopilot(run, "rate", hold_s=3)
+    autopilot.attach()
+    broker = Saturation(run, capacity=1500)
+    for _ in range(600):
+        if not autopilot.active:
+            break
+        broker.second_passes()
+    assert autopilot.state is State.DONE, run.said()
+    asked = [c.value for c, _ in run.changes]
+    # doubling while the consumers keep up, then bisecting past 1,500 msg/s; after each
+    # failed probe the run goes back to a rate that held until the queue has drained
+    assert asked[:5] == [100, 200, 400, 800, 1600], asked
+    assert asked[5] == 800  # back to what held: the backlog of the 1,600 probe drains
+    found = autopilot.capacity
+    assert found is not None and found.rate is not None and found.broke_at is not None
+    assert 1300 <= found.rate <= 1500 < found.broke_at <= 1700, found.reasoning
+    assert autopilot.chosen == found.per_publisher == run.settings.rate
+    said = run.said()
+    assert said[0].startswith("autotune rate: finding the highest rate this broker sustains")
+    assert said[-1].startswith(f"autotune rate: this broker sustains {found.rate:,.0f} msg/s")
+    # the answer is the run's own figures' capacity: what the report gives on the session
+    figures = run.phase_table.figures()
+    assert figures is not None and figures.capacity == found
