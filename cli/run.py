@@ -38,6 +38,7 @@ from flowdeck.engine import (
     INSECURE_WARNING,
     UNCHECKED_CONNECTIONS_LIMIT,
     Autopilot,
+    CapacityCheck,
     ControlAddress,
     Controller,
     EventKind,
@@ -46,6 +47,7 @@ from flowdeck.engine import (
     NullSink,
     Percentiles,
     RunEvent,
+    RunRecording,
     RunSummary,
     SendBasis,
     SpecError,
@@ -387,12 +389,12 @@ def _run_one(args: argparse.Namespace) -> int:
         controller = Controller(
             spec_naming(spec, broker),
             broker=connecting,
-            sessions_root=sessions_root,
             drain_seconds=drain,
             cleanup=args.cleanup,
-            skip_capacity_check=args.skip_capacity_check,
             workers=placement.workers if placement is not None else None,
             placement=placement,
+            recording=RunRecording(sessions_root),
+            capacity=CapacityCheck(skip=args.skip_capacity_check),
         )
         from flowdeck.engine import PhaseTable
 

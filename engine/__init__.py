@@ -40,6 +40,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from flowdeck.engine.amqp.connection import connect
     from flowdeck.engine.autotune import Autopilot, Depth, phase_load
+    from flowdeck.engine.capacity import CapacityCheck
     from flowdeck.engine.control import (
         RUNS_DIR_ENV,
         ControlAddress,
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
     )
     from flowdeck.engine.latency import LatencyKind, SendBasis
     from flowdeck.engine.metrics_endpoint import MetricsEndpoint
+    from flowdeck.engine.node_faults import NodeFaults
     from flowdeck.engine.perftest import spec_from_perftest
     from flowdeck.engine.phase_figures import PhaseFigures, PhaseTable
     from flowdeck.engine.process import WorkerPool
@@ -96,6 +98,7 @@ if TYPE_CHECKING:
         open_session_by_id,
     )
     from flowdeck.engine.recording.recorder import SESSIONS_DIR_ENV, default_sessions_root
+    from flowdeck.engine.run_recording import RunRecording
     from flowdeck.engine.sinks import Listener, NullSink, Sink, Update, deliver
     from flowdeck.engine.spark_workers import HostRow, SparkPlacement
     from flowdeck.engine.thresholds import (
@@ -130,6 +133,7 @@ _LAZY: dict[str, str] = {
     "started_state": "flowdeck.engine.provision",
     "state_file": "flowdeck.engine.provision",
     "Autopilot": "flowdeck.engine.autotune",
+    "CapacityCheck": "flowdeck.engine.capacity",
     "Depth": "flowdeck.engine.autotune",
     "phase_load": "flowdeck.engine.autotune",
     "ControlAddress": "flowdeck.engine.control",
@@ -143,6 +147,8 @@ _LAZY: dict[str, str] = {
     "LatencyKind": "flowdeck.engine.latency",
     "Listener": "flowdeck.engine.sinks",
     "MetricsEndpoint": "flowdeck.engine.metrics_endpoint",
+    "NodeFaults": "flowdeck.engine.node_faults",
+    "RunRecording": "flowdeck.engine.run_recording",
     "METRICS": "flowdeck.engine.thresholds",
     "PhaseFigures": "flowdeck.engine.phase_figures",
     "PhaseTable": "flowdeck.engine.phase_figures",
@@ -224,6 +230,7 @@ __all__ = [
     "ActiveTimes",
     "Autopilot",
     "BrokerUnavailable",
+    "CapacityCheck",
     "Change",
     "ClientSnapshot",
     "ControlAddress",
@@ -242,6 +249,7 @@ __all__ = [
     "Listener",
     "MetricsEndpoint",
     "NodeFault",
+    "NodeFaults",
     "NullSink",
     "PendingChange",
     "Percentiles",
@@ -250,6 +258,7 @@ __all__ = [
     "RemoteRun",
     "RunEntry",
     "RunEvent",
+    "RunRecording",
     "RunSpec",
     "RunSummary",
     "ScheduleStep",
