@@ -592,6 +592,7 @@ def print_summary(summary: RunSummary, out: TextIO) -> None:
         rate_text = f"{rate:,.1f}/s" if rate is not None else ""
         lines.append(f"{label:<34}{count:>12,}{rate_text:>14}")
     lines.append(rate_basis(summary))
+    lines.extend(f"incomplete: {line}" for line in summary.incomplete)
     if not summary.safety.confirms:
         lines.append("(confirms off: the broker confirmed nothing, so loss cannot be assessed)")
     if summary.latency:

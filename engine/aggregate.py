@@ -163,6 +163,13 @@ class SnapshotAggregator:
         self._latest[snap.worker] = snap
         self._since_tick.append(snap)
 
+    def last_snapshot(self, worker: int) -> ClientSnapshot | None:
+        """The newest snapshot ``worker`` sent so far, ticked or still waiting for its tick."""
+        known = [s for s in self._waiting if s.worker == worker]
+        if (latest := self._latest.get(worker)) is not None:
+            known.append(latest)
+        return max(known, key=lambda s: s.at, default=None)
+
     @property
     def totals(self) -> Counters:
         total = Counters()

@@ -9,9 +9,14 @@ into the data-safety accounting and builds the :class:`RunSummary`.
 What acts beside the run is handed to it as collaborators (``engine.run_context``): node
 faults (``engine.node_faults``: a schedule's ``fault kill 2``, the cockpit's node key), the
 broker's room for the run's connections (``engine.capacity``) and the session on disk
-(``engine.run_recording``). Whoever builds the controller makes them with their settings;
-the defaults record nothing, check the broker's capacity and act on the broker's own
-private nodes.
+(``engine.run_recording``), and the broker's counts of the run's queues that check the
+accounting when a worker never reported (``engine.queue_counts``). Whoever builds the
+controller makes them with their settings; the defaults record nothing, check the broker's
+capacity and act on the broker's own private nodes.
+
+A worker that ends without its report (its process killed, its host gone) leaves the run's
+figures incomplete: its last snapshot's counts stand in for it, the summary says which
+figures miss what, and ``lost`` is at most what the broker's counts allow.
 
 Everything runs on the caller's asyncio loop and nothing in it blocks: worker processes
 talk through pipes read on threads, the recorder buffers in memory, the collectors poll in
@@ -36,7 +41,13 @@ from flowdeck.collectors import Broker, LocalNodes
 from flowdeck.collectors.broker_uri import mask_text
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine import topology
-from flowdeck.engine.accounting import data_safety
+from flowdeck.engine.accounting import (
+    LostWorker,
+    data_safety,
+    incomplete_figures,
+    stand_in_report,
+    with_lost_workers,
+)
 from flowdeck.engine.aggregate import SnapshotAggregator, assemble_tick
 from flowdeck.engine.capacity import CapacityCheck
 from flowdeck.engine.change import Change, NodeFault
@@ -65,6 +76,7 @@ from flowdeck.engine.process import (
     load_runtime,
 )
 from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick, mean_rate
+from flowdeck.engine.queue_counts import QueueCounter, QueueCounts
 from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.settings import apply_change, steerable
 from flowdeck.engine.sinks import Listener, ListenerSink, PrometheusRow, RunStarted, Sink, Update
@@ -131,6 +143,7 @@ class Controller:
         recording: RunRecording | None = None,
         capacity: CapacityCheck | None = None,
         faults: NodeFaults | None = None,
+        queue_counts: QueueCounter | None = None,
     ) -> None:
         """``broker``: where the run goes (its nodes, management and Prometheus URLs, the
         statistics interval when known); None: the spec's ``uri`` and URLs.
@@ -141,7 +154,9 @@ class Controller:
         written (default: not recorded; ``RunRecording(root)`` records under ``root``);
         ``capacity`` the check of the broker's sockets (default: refuse a run that does not
         fit; ``CapacityCheck(skip=True)`` warns instead); ``faults`` the node faults
-        (default: on the broker's own private nodes, refused on any other broker)."""
+        (default: on the broker's own private nodes, refused on any other broker);
+        ``queue_counts`` the broker's counts of the run's queues (default: the management
+        API's)."""
         if broker is None:
             if not spec.uri:
                 raise FlowdeckError(
@@ -169,7 +184,8 @@ class Controller:
         self._recording = recording or RunRecording()
         self._capacity = capacity or CapacityCheck()
         self._faults = faults or NodeFaults()
-        for collaborator in (self._recording, self._capacity, self._faults):
+        self._queue_counts = queue_counts or QueueCounter()
+        for collaborator in (self._recording, self._capacity, self._faults, self._queue_counts):
             collaborator.bind(self)
 
         self.settings: Settings = settings_of(spec)
@@ -189,6 +205,8 @@ class Controller:
         self._hosts: dict[int, WorkerHost] = {}
         self._alive: set[int] = set()
         self._reports: dict[int, WorkerReport] = {}
+        #: Workers gone without their report: when the run learnt it, and why.
+        self._gone: dict[int, tuple[float, str]] = {}
         self._failures: list[str] = []
         self._errors: list[str] = []
         self._aggregator = SnapshotAggregator()
@@ -321,11 +339,13 @@ class Controller:
             await self._capacity.before_start(self._sources)
             await self._sources.prepare_queues()
             await topology.declare(self.spec, self._uri)
+            self._queue_counts.begin(self.spec.queue_names)
             placement = await self._place_consumers()
             await self._recording.start(self.spec)
             await self._start_workers()
         except BaseException:
             self._state = "ended"
+            self._queue_counts.close()
             for host in self._hosts.values():
                 host.kill()
             if self._placement is not None:
@@ -548,6 +568,8 @@ class Controller:
     def _worker_failed(self, failure: WorkerFailed) -> None:
         reason = f"worker {failure.worker}: {failure.reason}"
         self._failures.append(reason)
+        if failure.worker not in self._reports:
+            self._gone.setdefault(failure.worker, (time.time(), failure.reason))
         self._alive.discard(failure.worker)
         self._event(EventKind.ERROR, reason, detail={"worker": failure.worker})
         for change_id in list(self._pending):
@@ -562,6 +584,7 @@ class Controller:
             return
         self._alive.discard(lost.worker)
         self._reports[lost.worker] = lost.report
+        self._gone[lost.worker] = (lost.event.at, str(lost.event.detail.get("reason", "lost")))
         self._errors.append(lost.event.message)
         self._publish_event(lost.event)
         for change_id in list(self._pending):
@@ -737,12 +760,13 @@ class Controller:
                 await asyncio.wait_for(host.wait(), deadline)
             except TimeoutError:
                 host.kill()
-                self._failures.append(
-                    f"worker {worker} did not report within {deadline:g} s and was killed"
-                )
+                late = f"did not report within {deadline:g} s and was killed"
+                self._failures.append(f"worker {worker} {late}")
+                self._gone.setdefault(worker, (time.time(), late))
         if self._placement is not None:
             await self._placement.close()
         ended = time.time()
+        lost_workers = self._stand_ins()
         reports = [self._reports[w] for w in sorted(self._reports)]
         final = sum((r.counters for r in reports), Counters()) if reports else None
         self._tick(ended, final)
@@ -755,11 +779,7 @@ class Controller:
         await self._sources.keep_range(self.started_at, ended)
         if self._failures and outcome != OUTCOME_FAILED:
             outcome = OUTCOME_FAILED
-        safety = (
-            data_safety(reports, confirms=self.spec.confirms)
-            if reports
-            else DataSafety(0, 0, 0, 0, 0, 0, 0, 0, 0, confirms=self.spec.confirms)
-        )
+        safety, incomplete, broker_queues = await self._account(reports, lost_workers, ended)
         errors = [*self._failures, *self._errors, *(e for r in reports for e in r.errors)]
         if self._cleanup:
             try:
@@ -788,6 +808,8 @@ class Controller:
             session_dir=str(self.session_dir) if self.session_dir else None,
             recording_error=self._recording.error,
             errors=tuple(dict.fromkeys(mask_text(e) for e in errors)),
+            incomplete=incomplete,
+            broker_queues=broker_queues,
         )
         self._event(
             EventKind.RUN_STOPPED,
@@ -806,6 +828,48 @@ class Controller:
         ended_run = summary
         self._emit(lambda sink: sink.on_finish(ended_run), recording=False)
         return summary
+
+    def _stand_ins(self) -> list[LostWorker]:
+        """Every worker whose report never came, its last snapshot's counts standing in for
+        the report (a remote worker's link made its own)."""
+        lost = []
+        for worker in sorted(self._hosts):
+            if worker in self._reports and worker not in self._gone:
+                continue
+            at, reason = self._gone.get(worker, (time.time(), "it sent no report"))
+            last = self._aggregator.last_snapshot(worker)
+            self._reports.setdefault(worker, stand_in_report(worker, last))
+            lost.append(LostWorker(worker, reason, at, last))
+        return lost
+
+    async def _account(
+        self, reports: Sequence[WorkerReport], lost_workers: Sequence[LostWorker], ended: float
+    ) -> tuple[DataSafety, tuple[str, ...], QueueCounts | None]:
+        """The run's accounting, what of it is incomplete, and the broker's counts of the
+        run's queues (read only when a worker never reported)."""
+        confirms = self.spec.confirms
+        if not reports:
+            self._queue_counts.close()
+            return DataSafety(0, 0, 0, 0, 0, 0, 0, 0, 0, confirms=confirms), (), None
+        safety = data_safety(reports, confirms=confirms)
+        if not lost_workers:
+            self._queue_counts.close()
+            return safety, (), None
+        sample = self._sources.management_sample
+        interval = sample.statistics_interval if sample is not None else None
+        broker, unread = await self._queue_counts.after(
+            ended, interval or self.broker.statistics_interval or 5.0
+        )
+        bounded = with_lost_workers(safety, broker)
+        incomplete = incomplete_figures(
+            bounded,
+            lost_workers,
+            started_at=self.started_at,
+            client_lost=safety.lost,
+            broker=broker,
+            broker_unread=unread,
+        )
+        return bounded, incomplete, broker
 
     # -- recorder and listeners --------------------------------------------------------------
 

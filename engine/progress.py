@@ -16,6 +16,7 @@ from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters, Sett
 
 if TYPE_CHECKING:
     from flowdeck.engine.phase_figures import PhaseFigures
+    from flowdeck.engine.queue_counts import QueueCounts
     from flowdeck.engine.thresholds import ThresholdResult
 
 #: What every "msg/s" of a run's summary means; said wherever one is shown or written.
@@ -103,7 +104,9 @@ class DataSafety:
     ``lost`` = confirmed by the broker but never consumed; ``unconfirmed`` = published but
     neither confirmed nor nacked when the run ended (e.g. in flight when a node died).
     Without publisher confirms (``confirms`` false) the broker vouches for nothing: loss
-    cannot be assessed and ``unconfirmed`` is 0, as no confirm was awaited.
+    cannot be assessed and ``unconfirmed`` is 0, as no confirm was awaited. ``complete`` is
+    false when a worker's report never came (``RunSummary.incomplete`` says which figures
+    miss what, and ``lost`` is then at most what the broker's counters allow).
     """
 
     published: int
@@ -116,6 +119,7 @@ class DataSafety:
     unconfirmed: int
     lost: int
     confirms: bool = True
+    complete: bool = True
 
     def to_json(self) -> dict[str, int | bool]:
         return asdict(self)
@@ -144,6 +148,10 @@ class RunSummary:
     active: ActiveTimes = field(default_factory=ActiveTimes)
     #: The spec's target publish rate at the start, msg/s (0 = no rate limit).
     target_rate: float = 0.0
+    #: Which figures are incomplete and why, one line each (empty: every worker reported).
+    incomplete: tuple[str, ...] = ()
+    #: The broker's counts over the run's queues, read when the figures are incomplete.
+    broker_queues: QueueCounts | None = None
 
     @property
     def duration(self) -> float:
@@ -176,6 +184,8 @@ class RunSummary:
             "session_dir": self.session_dir,
             "recording_error": self.recording_error,
             "errors": list(self.errors),
+            "incomplete": list(self.incomplete),
+            "broker_queues": self.broker_queues.to_json() if self.broker_queues else None,
         }
 
 
