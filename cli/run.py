@@ -557,7 +557,9 @@ class ProgressPrinter(NullSink):
 def format_tick(tick: Tick) -> str:
     e2e = tick.latency.get(E2E)
     target = "max" if tick.target_rate == 0 else _rate(tick.target_rate)
-    paused = "  PAUSED" if tick.settings.paused else ""
+    marks = "  PAUSED" if tick.settings.paused else ""
+    if tick.stalled:  # made late, from the workers' snapshots of that second
+        marks += f"  controller stalled {tick.stalled:.0f} s"
     return (
         f"[{tick.second or round(tick.elapsed):5d}/{tick.duration:.0f} s] target {target:>7}/s"
         f"  publish {_rate(tick.publish_rate):>7}/s"
@@ -565,7 +567,7 @@ def format_tick(tick: Tick) -> str:
         f"  consume {_rate(tick.consume_rate):>7}/s"
         f"  pending {tick.pending_confirms:>6,}"
         f"  e2e p50 {_ms(e2e, 'p50'):>6} p99 {_ms(e2e, 'p99'):>6} ms"
-        f"  blocked {tick.blocked}{paused}"
+        f"  blocked {tick.blocked}{marks}"
     )
 
 

@@ -221,6 +221,7 @@ def assemble_tick(
     workers: int,
     final: Counters | None = None,
     second: int = 0,
+    stalled: float = 0.0,
 ) -> Tick:
     """The Tick the screen shows, from one tick's aggregate and what the controller keeps.
 
@@ -257,5 +258,6 @@ def assemble_tick(
         next_step=next_step.change if next_step else None,
         workers=workers,
         second=second,
+        stalled=stalled,
         snapshots=agg.snapshots,
     )

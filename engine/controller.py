@@ -104,6 +104,10 @@ OUTCOME_FAILED = "failed"
 BOOT_TIMEOUT = 90.0
 #: Seconds past the drain a worker may take to report before it is killed.
 REPORT_GRACE = 30.0
+#: The loop waking this many seconds later than it meant to is a stall of the controller.
+STALL_AFTER = 2.0
+#: Most seconds a stalled controller waits for the workers' snapshots taken meanwhile.
+CATCH_UP_WAIT = 3.0
 
 
 def resolve_workers(workers: int) -> int:
@@ -683,17 +687,22 @@ class Controller:
         end_at = self.started_at + self.spec.duration
         second = 1  # the run second the next tick closes
         last_second = int(self.spec.duration + 1e-9)
+        meant = time.time()  # when the loop meant to wake
         while self._state == "running":
             now = time.time()
+            stalled = now - meant if now - meant > STALL_AFTER else 0.0
+            if stalled:
+                now = await self._stalled(meant, now)
             for step in self._schedule.due(now - self.started_at):
                 self._fire(step)
             # One tick per run second, in order, named by the second it closes. A loop that
-            # wakes late (a loaded machine) ticks every second it missed, each at that
-            # second's end over the snapshots taken by then; one tick at the late time
+            # wakes late (a loaded machine, a stall) ticks every second it missed, each at
+            # that second's end over the snapshots taken by then; one tick at the late time
             # instead would merge them and misname the second.
             while second <= last_second and now >= self.started_at + second:
                 missed = now >= self.started_at + second + 1.0
-                self._tick(self.started_at + second if missed else now, second=second)
+                at = self.started_at + second if missed else now
+                self._tick(at, second=second, stalled=stalled if missed else 0.0)
                 second += 1
             if now >= end_at:
                 self._begin_finish(OUTCOME_COMPLETED, "duration reached")
@@ -702,13 +711,43 @@ class Controller:
             if (upcoming := self._schedule.next_step()) is not None:
                 wake_at = min(wake_at, self.started_at + upcoming.at)
             self._wake.clear()
+            meant = wake_at  # work done since now counts: a stop during a tick is a stall too
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(0.0, wake_at - time.time()))
 
-    def _tick(self, now: float, final: Counters | None = None, second: int = 0) -> Tick:
+    async def _stalled(self, meant: float, now: float) -> float:
+        """The loop woke ``now - meant`` seconds late (the process was stopped, or something
+        held the loop): record the stall, then wait (briefly) for the snapshots the workers
+        took meanwhile, so the seconds it missed show what the workers did, not zeros. The
+        time it goes on from."""
+        stall = now - meant
+        self._event(
+            EventKind.CONTROLLER_STALLED,
+            f"controller stalled {stall:.1f} s (from {meant - self.started_at:.1f} s to "
+            f"{now - self.started_at:.1f} s into the run): it saw nothing live meanwhile; those "
+            "seconds are filled in from the workers' snapshots",
+            at=now,
+            detail={"stalled_s": round(stall, 3), "from": meant, "to": now},
+        )
+        deadline = time.time() + CATCH_UP_WAIT
+        while time.time() < deadline and self._state == "running":
+            caught_up = all(
+                (last := self._aggregator.last_snapshot(worker)) is not None
+                and last.at >= now - 1.5  # a snapshot a second: the newest has come
+                for worker in self._alive
+            )
+            if caught_up:
+                break
+            await asyncio.sleep(0.05)
+        return time.time()
+
+    def _tick(
+        self, now: float, final: Counters | None = None, second: int = 0, stalled: float = 0.0
+    ) -> Tick:
         """Aggregate and publish one Tick; ``final`` gives the closing totals from the
         workers' reports (later than their last snapshot), ``second`` the run second the
-        tick closes (0: the closing tick)."""
+        tick closes (0: the closing tick), ``stalled`` the seconds the controller had
+        stalled when it made this tick late."""
         self._recording.check()
         agg = self._aggregator.tick(now)
         for error in agg.errors:
@@ -727,6 +766,7 @@ class Controller:
             workers=len(self._alive),
             final=final,
             second=second,
+            stalled=stalled,
         )
         # The session keeps when each tick was taken and which snapshots it had, so a
         # recording reads back with exactly these ticks.

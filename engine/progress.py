@@ -90,6 +90,9 @@ class Tick:
     #: The run second this tick closes (1, 2, ...): what a progress line is named by. 0 for
     #: the closing tick and for ticks read back from a recording.
     second: int = 0
+    #: Seconds the controller had stalled (its process stopped, its loop held) when it made
+    #: this tick late; its figures come from the workers' snapshots of that second. 0: live.
+    stalled: float = 0.0
     #: The workers' snapshots this tick took in (taken by its time, in time order): what a
     #: front-end needs to compute a phase's msg/s as the report does
     #: (``engine.phase_figures.PhaseTable``). Not sent over the control API (an attached
