@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         management_password,
         resolve_uri,
     )
+    from flowdeck.engine.delivery import UNDELIVERED_EXIT
     from flowdeck.engine.latency import LatencyKind, SendBasis
     from flowdeck.engine.metrics_endpoint import MetricsEndpoint
     from flowdeck.engine.node_faults import NodeFaults
@@ -171,6 +172,7 @@ _LAZY: dict[str, str] = {
     "SessionNotFound": "flowdeck.engine.recording.reader",
     "TlsOptions": "flowdeck.engine.tls",
     "UNCHECKED_CONNECTIONS_LIMIT": "flowdeck.engine.topology",
+    "UNDELIVERED_EXIT": "flowdeck.engine.delivery",
     "URI_ENV": "flowdeck.engine.credentials",
     "Update": "flowdeck.engine.sinks",
     "deliver": "flowdeck.engine.sinks",
@@ -226,6 +228,7 @@ __all__ = [
     "STEERABLE",
     "THRESHOLDS_FAILED_EXIT",
     "UNCHECKED_CONNECTIONS_LIMIT",
+    "UNDELIVERED_EXIT",
     "URI_ENV",
     "ActiveTimes",
     "Autopilot",

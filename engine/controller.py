@@ -60,6 +60,7 @@ from flowdeck.engine.commands import (
     WorkerMessage,
 )
 from flowdeck.engine.credentials import broker_of
+from flowdeck.engine.delivery import needs_a_look, where_messages_went
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.ledger import ChangeLedger, Pending, Schedule
@@ -820,6 +821,7 @@ class Controller:
         if self._failures and outcome != OUTCOME_FAILED:
             outcome = OUTCOME_FAILED
         safety, incomplete, broker_queues = await self._account(reports, lost_workers, ended)
+        undelivered = await self._where_messages_went(safety)
         errors = [*self._failures, *self._errors, *(e for r in reports for e in r.errors)]
         if self._cleanup:
             try:
@@ -850,6 +852,7 @@ class Controller:
             errors=tuple(dict.fromkeys(mask_text(e) for e in errors)),
             incomplete=incomplete,
             broker_queues=broker_queues,
+            undelivered=undelivered,
         )
         self._event(
             EventKind.RUN_STOPPED,
@@ -910,6 +913,18 @@ class Controller:
             broker_unread=unread,
         )
         return bounded, incomplete, broker
+
+    async def _where_messages_went(self, safety: DataSafety) -> str:
+        """One line when the run's consumers took far fewer messages than it published and
+        the rest did not wait in its queues ('' otherwise; see engine.delivery). Read before
+        the queues are deleted; not asked when a lost worker already explains the figures."""
+        if not safety.complete or not needs_a_look(self.spec, safety):
+            return ""
+        try:
+            left: int | None = await topology.messages_left(self.broker.uris, self.spec.queue_names)
+        except Exception:  # the line still says what the counts show
+            left = None
+        return where_messages_went(self.spec, safety, left)
 
     # -- recorder and listeners --------------------------------------------------------------
 

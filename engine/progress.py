@@ -155,6 +155,9 @@ class RunSummary:
     incomplete: tuple[str, ...] = ()
     #: The broker's counts over the run's queues, read when the figures are incomplete.
     broker_queues: QueueCounts | None = None
+    #: Where the messages went when the consumers took far fewer than were published and
+    #: the rest did not wait in the run's queues ('' when delivered; engine.delivery).
+    undelivered: str = ""
 
     @property
     def duration(self) -> float:
@@ -189,6 +192,7 @@ class RunSummary:
             "errors": list(self.errors),
             "incomplete": list(self.incomplete),
             "broker_queues": self.broker_queues.to_json() if self.broker_queues else None,
+            "undelivered": self.undelivered,
         }
 
 
