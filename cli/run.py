@@ -3,8 +3,10 @@
 Prints one line a second (elapsed, target and achieved rates, pending confirms, latency,
 blocked connections) and every event as it happens, then a summary with the data-safety
 accounting. ``--json`` puts the machine-readable summary alone on stdout (progress goes to
-stderr). Ctrl-C stops cleanly (publishing stops, consumers drain, the summary prints); a
-second Ctrl-C ends everything at once.
+stderr). Ctrl-C stops cleanly (publishing stops, consumers drain, the summary prints) and
+the command exits 130, as shells expect of an interrupted command (SIGTERM 143, SIGHUP
+129), so ``flowdeck run ... && flowdeck report ...`` does not carry on; a second Ctrl-C
+ends everything at once.
 """
 
 from __future__ import annotations
@@ -352,7 +354,7 @@ def _run_matrix(args: argparse.Namespace) -> int:
             print(f"flowdeck: {exc}", file=sys.stderr, flush=True)
             code = 2 if isinstance(exc, SpecError) else 1
         codes.append((name, code))
-        if code == 2:
+        if code == 2 or code > 128:  # refused input, or interrupted: no next run
             break
     print(f"matrix {args.matrix}: " + ", ".join(f"{name} exit {code}" for name, code in codes))
     return max(code for _, code in codes)
@@ -419,21 +421,23 @@ def _run_one(args: argparse.Namespace) -> int:
             controller.add_sink(endpoint)
             announce(f"serving client metrics at {endpoint.url}")
         try:
-            summary = asyncio.run(_run(controller, progress, control))
+            summary, interrupted = asyncio.run(_run(controller, progress, control))
         finally:
             if endpoint is not None:
                 endpoint.stop()
     code = conclude(args, controller.spec, summary, phase_table.figures(summary.ended), progress)
     if placement is not None:
         print_hosts(placement.rows, progress)
-    return code
+    return interrupted or code
 
 
 async def _run(
     controller: Controller,
     out: TextIO,
     control: tuple[ControlAddress, ssl.SSLContext | None] = (ControlAddress(), None),
-) -> RunSummary:
+) -> tuple[RunSummary, int]:
+    """The run followed to its end: its summary, and the exit code of the signal that
+    stopped it (128 + its number; 0: none did)."""
     from flowdeck.engine import ControlServer  # the HTTP server loads only for a run
 
     server = ControlServer(controller, address=control[0], tls=control[1])
@@ -445,7 +449,9 @@ async def _run(
         await server.close()
 
 
-async def _follow(controller: Controller, out: TextIO, server: ControlServer) -> RunSummary:
+async def _follow(
+    controller: Controller, out: TextIO, server: ControlServer
+) -> tuple[RunSummary, int]:
     printer = ProgressPrinter(controller, out)
     controller.add_sink(printer)
     spec = controller.spec
@@ -471,6 +477,7 @@ async def _follow(controller: Controller, out: TextIO, server: ControlServer) ->
     loop = asyncio.get_running_loop()
     interrupts = 0
     stopping: list[asyncio.Task[RunSummary]] = []
+    stopped_by: list[signal.Signals] = []
 
     reasons = {
         signal.SIGINT: "stopped by operator (Ctrl-C)",
@@ -487,6 +494,7 @@ async def _follow(controller: Controller, out: TextIO, server: ControlServer) ->
                 return
         interrupts += 1
         if interrupts == 1:
+            stopped_by.append(signum)
             if not printer.silenced:
                 print(
                     "\nstopping: publishing ends, consumers drain (Ctrl-C again to quit at once)",
@@ -502,10 +510,11 @@ async def _follow(controller: Controller, out: TextIO, server: ControlServer) ->
     for signum in reasons:
         loop.add_signal_handler(signum, interrupted, signum)
     try:
-        return await controller.wait()
+        summary = await controller.wait()
     finally:
         for signum in reasons:
             loop.remove_signal_handler(signum)
+    return summary, 128 + stopped_by[0] if stopped_by else 0
 
 
 def _rate(value: float) -> str:
