@@ -28,14 +28,14 @@ from flowdeck.engine.spec import RunSpec
 STATISTICS_SECONDS = 5.0
 
 
-def _worker_processes() -> list[psutil.Process]:
-    """This test's worker processes (spawned children; not multiprocessing's tracker)."""
-    return [
+def _spawned() -> set[psutil.Process]:
+    """This process's spawned children (not multiprocessing's resource tracker)."""
+    return {
         child
         for child in psutil.Process().children()
         if "multiprocessing" in " ".join(child.cmdline())
         and "resource_tracker" not in " ".join(child.cmdline())
-    ]
+    }
 
 
 @pytest.mark.broker
@@ -54,9 +54,10 @@ async def test_a_killed_worker_leaves_incomplete_figures_and_no_false_loss(
         workers=2,
     )
     controller = Controller(spec, broker=Broker.parse(shared_uri), drain_seconds=3)
+    before = _spawned()  # a pool's idle children, say: not this run's workers
     await controller.start()
     await asyncio.sleep(4)
-    workers = _worker_processes()
+    workers = sorted(_spawned() - before, key=lambda p: p.pid)
     assert len(workers) == 2, [w.cmdline() for w in workers]
     workers[-1].kill()  # SIGKILL: no report, no goodbye
     summary = await controller.wait()
