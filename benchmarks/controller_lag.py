@@ -43,6 +43,7 @@ from flowdeck.cli.run import ProgressPrinter
 from flowdeck.collectors import Broker
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.presets import preset
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec
 
 PROBE_INTERVAL = 0.010
@@ -131,7 +132,7 @@ async def loaded(
         controller = Controller(
             spec,
             broker=Broker.parse(uri, management_url=node.management_url),  # type: ignore[attr-defined]
-            sessions_root=Path(sessions),
+            recording=RunRecording(Path(sessions)),
             workers=workers,
             cleanup=True,
         )

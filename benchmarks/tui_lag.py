@@ -270,6 +270,7 @@ async def measure(
 
 async def live_pass(uri: str, scale: float, seconds: float) -> dict[str, object]:
     from flowdeck.engine.controller import Controller
+    from flowdeck.engine.run_recording import RunRecording
 
     name = f"flowdeck-bench-tui-{uuid.uuid4().hex[:8]}"
     spec = replace(
@@ -281,7 +282,7 @@ async def live_pass(uri: str, scale: float, seconds: float) -> dict[str, object]
     )
     with TemporaryDirectory() as sessions:
         control = Controller(
-            spec, broker=Broker.parse(uri), sessions_root=Path(sessions), cleanup=True
+            spec, broker=Broker.parse(uri), recording=RunRecording(Path(sessions)), cleanup=True
         )
         result = await measure(FlowdeckApp(control=control), seconds)
     result["run"] = (

@@ -3,8 +3,10 @@
 Prints one line a second (elapsed, target and achieved rates, pending confirms, latency,
 blocked connections) and every event as it happens, then a summary with the data-safety
 accounting. ``--json`` puts the machine-readable summary alone on stdout (progress goes to
-stderr). Ctrl-C stops cleanly (publishing stops, consumers drain, the summary prints); a
-second Ctrl-C ends everything at once.
+stderr). Ctrl-C stops cleanly (publishing stops, consumers drain, the summary prints) and
+the command exits 130, as shells expect of an interrupted command (SIGTERM 143, SIGHUP
+129), so ``flowdeck run ... && flowdeck report ...`` does not carry on; a second Ctrl-C
+ends everything at once.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from flowdeck.engine import (
     INSECURE_WARNING,
     UNCHECKED_CONNECTIONS_LIMIT,
     Autopilot,
+    CapacityCheck,
     ControlAddress,
     Controller,
     EventKind,
@@ -46,6 +49,7 @@ from flowdeck.engine import (
     NullSink,
     Percentiles,
     RunEvent,
+    RunRecording,
     RunSummary,
     SendBasis,
     SpecError,
@@ -350,7 +354,7 @@ def _run_matrix(args: argparse.Namespace) -> int:
             print(f"flowdeck: {exc}", file=sys.stderr, flush=True)
             code = 2 if isinstance(exc, SpecError) else 1
         codes.append((name, code))
-        if code == 2:
+        if code == 2 or code > 128:  # refused input, or interrupted: no next run
             break
     print(f"matrix {args.matrix}: " + ", ".join(f"{name} exit {code}" for name, code in codes))
     return max(code for _, code in codes)
@@ -387,12 +391,12 @@ def _run_one(args: argparse.Namespace) -> int:
         controller = Controller(
             spec_naming(spec, broker),
             broker=connecting,
-            sessions_root=sessions_root,
             drain_seconds=drain,
             cleanup=args.cleanup,
-            skip_capacity_check=args.skip_capacity_check,
             workers=placement.workers if placement is not None else None,
             placement=placement,
+            recording=RunRecording(sessions_root),
+            capacity=CapacityCheck(skip=args.skip_capacity_check),
         )
         if autotune is not None:
             Autopilot(controller, **autotune).attach()  # begins when the run starts
@@ -413,21 +417,23 @@ def _run_one(args: argparse.Namespace) -> int:
             controller.add_sink(endpoint)
             announce(f"serving client metrics at {endpoint.url}")
         try:
-            summary = asyncio.run(_run(controller, progress, control))
+            summary, interrupted = asyncio.run(_run(controller, progress, control))
         finally:
             if endpoint is not None:
                 endpoint.stop()
     code = conclude(args, controller.spec, summary, controller.phase_table.figures(), progress)
     if placement is not None:
         print_hosts(placement.rows, progress)
-    return code
+    return interrupted or code
 
 
 async def _run(
     controller: Controller,
     out: TextIO,
     control: tuple[ControlAddress, ssl.SSLContext | None] = (ControlAddress(), None),
-) -> RunSummary:
+) -> tuple[RunSummary, int]:
+    """The run followed to its end: its summary, and the exit code of the signal that
+    stopped it (128 + its number; 0: none did)."""
     from flowdeck.engine import ControlServer  # the HTTP server loads only for a run
 
     server = ControlServer(controller, address=control[0], tls=control[1])
@@ -439,7 +445,9 @@ async def _run(
         await server.close()
 
 
-async def _follow(controller: Controller, out: TextIO, server: ControlServer) -> RunSummary:
+async def _follow(
+    controller: Controller, out: TextIO, server: ControlServer
+) -> tuple[RunSummary, int]:
     printer = ProgressPrinter(controller, out)
     controller.add_sink(printer)
     spec = controller.spec
@@ -465,6 +473,7 @@ async def _follow(controller: Controller, out: TextIO, server: ControlServer) ->
     loop = asyncio.get_running_loop()
     interrupts = 0
     stopping: list[asyncio.Task[RunSummary]] = []
+    stopped_by: list[signal.Signals] = []
 
     reasons = {
         signal.SIGINT: "stopped by operator (Ctrl-C)",
@@ -481,6 +490,7 @@ async def _follow(controller: Controller, out: TextIO, server: ControlServer) ->
                 return
         interrupts += 1
         if interrupts == 1:
+            stopped_by.append(signum)
             if not printer.silenced:
                 print(
                     "\nstopping: publishing ends, consumers drain (Ctrl-C again to quit at once)",
@@ -496,10 +506,11 @@ async def _follow(controller: Controller, out: TextIO, server: ControlServer) ->
     for signum in reasons:
         loop.add_signal_handler(signum, interrupted, signum)
     try:
-        return await controller.wait()
+        summary = await controller.wait()
     finally:
         for signum in reasons:
             loop.remove_signal_handler(signum)
+    return summary, 128 + stopped_by[0] if stopped_by else 0
 
 
 def _rate(value: float) -> str:
@@ -551,7 +562,9 @@ class ProgressPrinter(NullSink):
 def format_tick(tick: Tick) -> str:
     e2e = tick.latency.get(E2E)
     target = "max" if tick.target_rate == 0 else _rate(tick.target_rate)
-    paused = "  PAUSED" if tick.settings.paused else ""
+    marks = "  PAUSED" if tick.settings.paused else ""
+    if tick.stalled:  # made late, from the workers' snapshots of that second
+        marks += f"  controller stalled {tick.stalled:.0f} s"
     return (
         f"[{tick.second or round(tick.elapsed):5d}/{tick.duration:.0f} s] target {target:>7}/s"
         f"  publish {_rate(tick.publish_rate):>7}/s"
@@ -559,7 +572,7 @@ def format_tick(tick: Tick) -> str:
         f"  consume {_rate(tick.consume_rate):>7}/s"
         f"  pending {tick.pending_confirms:>6,}"
         f"  e2e p50 {_ms(e2e, 'p50'):>6} p99 {_ms(e2e, 'p99'):>6} ms"
-        f"  blocked {tick.blocked}{paused}"
+        f"  blocked {tick.blocked}{marks}"
     )
 
 
@@ -586,6 +599,7 @@ def print_summary(summary: RunSummary, out: TextIO) -> None:
         rate_text = f"{rate:,.1f}/s" if rate is not None else ""
         lines.append(f"{label:<34}{count:>12,}{rate_text:>14}")
     lines.append(rate_basis(summary))
+    lines.extend(f"incomplete: {line}" for line in summary.incomplete)
     if not summary.safety.confirms:
         lines.append("(confirms off: the broker confirmed nothing, so loss cannot be assessed)")
     if summary.latency:

@@ -3,8 +3,10 @@
 ``--threshold`` (repeatable) adds pass/fail criteria to the spec's ``thresholds``; they are
 read before anything starts (a bad one: one line, exit 2) and checked over the summary and
 the per-phase table when the run ends. Exit codes: 0 all passed, 99 one failed (k6's
-convention), 1 the run itself failed. ``--junit FILE`` writes one JUnit test case per
-threshold for CI systems.
+convention), 98 the consumers took far fewer messages than were published and the rest did
+not wait in the run's queues (engine.delivery; the summary's last line says where they
+went), 1 the run itself failed. ``--junit FILE`` writes one JUnit test case per threshold
+for CI systems.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any, TextIO
 
 from flowdeck.engine import (
     THRESHOLDS_FAILED_EXIT,
+    UNDELIVERED_EXIT,
     RunSpec,
     RunSummary,
     SpecError,
@@ -90,6 +93,9 @@ def conclude(
             if figures is not None:
                 print_phases(figures, out)
             print_thresholds(results, out)
+            if summary.undelivered:  # the last line: where the messages went
+                out.write(f"undelivered: {summary.undelivered}\n")
+                out.flush()
     except OSError:
         pass  # the terminal was closed (SIGHUP): the session holds the summary
     if args.junit:
@@ -98,6 +104,8 @@ def conclude(
         )
     if summary.outcome == "failed":
         return 1
+    if summary.undelivered:
+        return UNDELIVERED_EXIT
     return THRESHOLDS_FAILED_EXIT if any(not r.passed for r in results) else 0
 
 

@@ -47,6 +47,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     from flowdeck.engine.amqp.connection import connect
     from flowdeck.engine.autotune import Autopilot
+    from flowdeck.engine.capacity import CapacityCheck
     from flowdeck.engine.control import (
         RUNS_DIR_ENV,
         ControlAddress,
@@ -72,8 +73,10 @@ if TYPE_CHECKING:
         management_password,
         resolve_uri,
     )
+    from flowdeck.engine.delivery import UNDELIVERED_EXIT
     from flowdeck.engine.latency import LatencyKind, SendBasis
     from flowdeck.engine.metrics_endpoint import MetricsEndpoint
+    from flowdeck.engine.node_faults import NodeFaults
     from flowdeck.engine.perftest import spec_from_perftest
     from flowdeck.engine.phase_figures import PhaseTable
     from flowdeck.engine.process import WorkerPool
@@ -102,6 +105,7 @@ if TYPE_CHECKING:
         open_session_by_id,
     )
     from flowdeck.engine.recording.recorder import SESSIONS_DIR_ENV, default_sessions_root
+    from flowdeck.engine.run_recording import RunRecording
     from flowdeck.engine.sinks import Listener, NullSink, Sink, Update, deliver
     from flowdeck.engine.spark_workers import HostRow, SparkPlacement
     from flowdeck.engine.thresholds import (
@@ -136,6 +140,7 @@ _LAZY: dict[str, str] = {
     "started_state": "flowdeck.engine.provision",
     "state_file": "flowdeck.engine.provision",
     "Autopilot": "flowdeck.engine.autotune",
+    "CapacityCheck": "flowdeck.engine.capacity",
     "ControlAddress": "flowdeck.engine.control",
     "ControlClient": "flowdeck.engine.control",
     "ControlRefused": "flowdeck.engine.control",
@@ -147,6 +152,8 @@ _LAZY: dict[str, str] = {
     "LatencyKind": "flowdeck.engine.latency",
     "Listener": "flowdeck.engine.sinks",
     "MetricsEndpoint": "flowdeck.engine.metrics_endpoint",
+    "NodeFaults": "flowdeck.engine.node_faults",
+    "RunRecording": "flowdeck.engine.run_recording",
     "METRICS": "flowdeck.engine.thresholds",
     "PhaseTable": "flowdeck.engine.phase_figures",
     "THRESHOLDS_FAILED_EXIT": "flowdeck.engine.thresholds",
@@ -167,6 +174,7 @@ _LAZY: dict[str, str] = {
     "SessionNotFound": "flowdeck.engine.recording.reader",
     "TlsOptions": "flowdeck.engine.tls",
     "UNCHECKED_CONNECTIONS_LIMIT": "flowdeck.engine.topology",
+    "UNDELIVERED_EXIT": "flowdeck.engine.delivery",
     "URI_ENV": "flowdeck.engine.credentials",
     "Update": "flowdeck.engine.sinks",
     "deliver": "flowdeck.engine.sinks",
@@ -222,10 +230,12 @@ __all__ = [
     "STEERABLE",
     "THRESHOLDS_FAILED_EXIT",
     "UNCHECKED_CONNECTIONS_LIMIT",
+    "UNDELIVERED_EXIT",
     "URI_ENV",
     "ActiveTimes",
     "Autopilot",
     "BrokerUnavailable",
+    "CapacityCheck",
     "Change",
     "ClientSnapshot",
     "ControlAddress",
@@ -243,6 +253,7 @@ __all__ = [
     "Listener",
     "MetricsEndpoint",
     "NodeFault",
+    "NodeFaults",
     "NullSink",
     "PendingChange",
     "Percentiles",
@@ -250,6 +261,7 @@ __all__ = [
     "RemoteRun",
     "RunEntry",
     "RunEvent",
+    "RunRecording",
     "RunSpec",
     "RunSummary",
     "ScheduleStep",

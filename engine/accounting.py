@@ -12,14 +12,25 @@ consumed as ranges; merged across workers:
 
 All of it is interval arithmetic on sorted ``[start, end)`` ranges, so the cost follows the
 number of gaps, not the number of messages.
+
+A worker whose report never came (its process killed, its host gone) leaves a gap: its
+last snapshot's counts stand in for it (:func:`stand_in_report`), but not which sequences
+its consumers took, so messages other workers published and it consumed would count as
+lost. Such figures are marked incomplete, and ``lost`` is then bounded by the broker's own
+counts over the run's queues (``engine.queue_counts``) when they could be read.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from flowdeck.engine.progress import DataSafety
-from flowdeck.engine.snapshot import Counters, SequenceRanges, WorkerReport
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, SequenceRanges, WorkerReport
+
+if TYPE_CHECKING:
+    from flowdeck.engine.queue_counts import QueueCounts
 
 Range = tuple[int, int]
 
@@ -89,6 +100,27 @@ def lost_messages(reports: Sequence[WorkerReport]) -> int:
     return lost
 
 
+def stand_in_report(worker: int, last: ClientSnapshot | None) -> WorkerReport:
+    """The report of a worker that never sent one: what its last snapshot said. Its
+    published-but-unsettled messages are unconfirmed; its sequences are unknown, so nothing
+    of its own counts as lost or as consumed twice."""
+    counters = last.counters if last is not None else Counters()
+    unsettled = counters.published - counters.confirmed - counters.nacked
+    return WorkerReport(worker=worker, counters=counters, published_unconfirmed=max(0, unsettled))
+
+
+@dataclass(frozen=True, slots=True)
+class LostWorker:
+    """A worker whose end-of-run report never came; :func:`stand_in_report` stands in."""
+
+    worker: int
+    reason: str
+    #: When the run learnt it was gone (unix seconds).
+    lost_at: float
+    #: Its last snapshot (None: it never sent one).
+    last: ClientSnapshot | None
+
+
 def data_safety(reports: Sequence[WorkerReport], *, confirms: bool = True) -> DataSafety:
     """Merge every worker's report into the run's accounting."""
     totals = Counters()
@@ -106,3 +138,54 @@ def data_safety(reports: Sequence[WorkerReport], *, confirms: bool = True) -> Da
         lost=lost_messages(reports),
         confirms=confirms,
     )
+
+
+def with_lost_workers(safety: DataSafety, broker: QueueCounts | None) -> DataSafety:
+    """The accounting of a run some of whose workers never reported (their stand-in
+    reports merged in ``safety``): incomplete, and ``lost`` at most what the broker's
+    counts of the run's queues (``broker``, when read) allow."""
+    lost = safety.lost if broker is None else min(safety.lost, broker.never_acked)
+    return replace(safety, lost=lost, complete=False)
+
+
+def incomplete_figures(
+    safety: DataSafety,
+    lost_workers: Sequence[LostWorker],
+    *,
+    started_at: float,
+    client_lost: int,
+    broker: QueueCounts | None,
+    broker_unread: str = "",
+) -> tuple[str, ...]:
+    """One line per reason the run's figures are incomplete, saying which and why."""
+    lines = []
+    for gone in lost_workers:
+        if gone.last is None:
+            known = "it sent no snapshot, so none of its counts are known"
+        else:
+            consumed = gone.last.counters.consumed
+            known = (
+                f"its counts are those of its last snapshot, {gone.lost_at - gone.last.at:.1f} s "
+                "before: published, confirmed, consumed and unconfirmed miss what it did after "
+                f"that, and which messages its consumers took ({consumed:,} by then) is not known"
+            )
+        lines.append(
+            f"worker {gone.worker} was lost {gone.lost_at - started_at:.1f} s into the run "
+            f"({gone.reason}): {known}"
+        )
+    if not safety.confirms:  # nothing was confirmed: lost means nothing
+        return tuple(lines)
+    if broker is not None:
+        lines.append(
+            f"lost {safety.lost:,} is bounded by the broker's counts of the run's queues over "
+            f"the run: {broker.routed:,} routed in, {broker.acked:,} acked, {broker.left:,} "
+            f"left, so at most {broker.never_acked:,} never acked (the workers' reports alone "
+            f"would say {client_lost:,}, counting what the lost worker consumed)"
+        )
+    else:
+        lines.append(
+            f"lost {safety.lost:,} is an upper bound: it counts what the lost worker consumed "
+            f"as lost, and the broker's counts of the run's queues could not be read to "
+            f"bound it ({broker_unread or 'no management API'})"
+        )
+    return tuple(lines)

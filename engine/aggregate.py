@@ -166,6 +166,13 @@ class SnapshotAggregator:
         self._latest[snap.worker] = snap
         self._since_tick.append(snap)
 
+    def last_snapshot(self, worker: int) -> ClientSnapshot | None:
+        """The newest snapshot ``worker`` sent so far, ticked or still waiting for its tick."""
+        known = [s for s in self._waiting if s.worker == worker]
+        if (latest := self._latest.get(worker)) is not None:
+            known.append(latest)
+        return max(known, key=lambda s: s.at, default=None)
+
     @property
     def totals(self) -> Counters:
         total = Counters()
@@ -217,6 +224,7 @@ def assemble_tick(
     workers: int,
     final: Counters | None = None,
     second: int = 0,
+    stalled: float = 0.0,
 ) -> Tick:
     """The Tick the screen shows, from one tick's aggregate and what the controller keeps.
 
@@ -253,5 +261,6 @@ def assemble_tick(
         next_step=next_step.change if next_step else None,
         workers=workers,
         second=second,
+        stalled=stalled,
         snapshots=agg.snapshots,
     )

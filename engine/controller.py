@@ -4,9 +4,19 @@ It prepares the broker (topology), starts the recorder, the broker collectors an
 turns the workers' per-second snapshots into one :class:`Tick` a second, sends every
 :class:`Change` to all workers and marks it applied once all of them said so, fires the
 schedule's steps at their times, and at the end stops the workers, merges their reports
-into the data-safety accounting and builds the :class:`RunSummary`. A node fault (a
-schedule's ``fault kill 2``, the cockpit's node key) acts on the private node or cluster
-the broker is (``Broker.local``), on a thread, and opens a phase named after it.
+into the data-safety accounting and builds the :class:`RunSummary`.
+
+What acts beside the run is handed to it as collaborators (``engine.run_context``): node
+faults (``engine.node_faults``: a schedule's ``fault kill 2``, the cockpit's node key), the
+broker's room for the run's connections (``engine.capacity``) and the session on disk
+(``engine.run_recording``), and the broker's counts of the run's queues that check the
+accounting when a worker never reported (``engine.queue_counts``). Whoever builds the
+controller makes them with their settings; the defaults record nothing, check the broker's
+capacity and act on the broker's own private nodes.
+
+A worker that ends without its report (its process killed, its host gone) leaves the run's
+figures incomplete: its last snapshot's counts stand in for it, the summary says which
+figures miss what, and ``lost`` is at most what the broker's counts allow.
 
 Everything runs on the caller's asyncio loop and nothing in it blocks: worker processes
 talk through pipes read on threads, the recorder buffers in memory, the collectors poll in
@@ -20,20 +30,26 @@ import asyncio
 import contextlib
 import logging
 import os
-import platform
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from flowdeck.collectors import Broker, FaultDone, LocalNodes, SourceError
+from flowdeck.collectors import Broker, LocalNodes
 from flowdeck.collectors.broker_uri import mask_text
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine import topology
-from flowdeck.engine.accounting import data_safety
+from flowdeck.engine.accounting import (
+    LostWorker,
+    data_safety,
+    incomplete_figures,
+    stand_in_report,
+    with_lost_workers,
+)
 from flowdeck.engine.aggregate import SnapshotAggregator, assemble_tick
+from flowdeck.engine.capacity import CapacityCheck
 from flowdeck.engine.change import Change, NodeFault, apply_change
 from flowdeck.engine.commands import (
     ApplyChange,
@@ -44,9 +60,11 @@ from flowdeck.engine.commands import (
     WorkerMessage,
 )
 from flowdeck.engine.credentials import broker_of
+from flowdeck.engine.delivery import needs_a_look, where_messages_went
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.ledger import ChangeLedger, Pending, Schedule
+from flowdeck.engine.node_faults import NodeFaults
 from flowdeck.engine.phase_figures import PhaseTable
 from flowdeck.engine.process import (
     DEFAULT_RUNTIME,
@@ -60,6 +78,8 @@ from flowdeck.engine.process import (
     load_runtime,
 )
 from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick, mean_rate
+from flowdeck.engine.queue_counts import QueueCounter, QueueCounts
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.settings import steerable
 from flowdeck.engine.sinks import Listener, ListenerSink, PrometheusRow, RunStarted, Sink, Update
 from flowdeck.engine.snapshot import (
@@ -73,9 +93,6 @@ from flowdeck.engine.sources_thread import SourcesThread
 from flowdeck.engine.spec import RunSpec, ScheduleStep, settings_of
 from flowdeck.engine.tls import INSECURE_WARNING, tls_options
 
-if TYPE_CHECKING:
-    from flowdeck.engine.recording.recorder import Recorder
-
 log = logging.getLogger(__name__)
 
 __all__ = ["Controller", "Listener", "Update", "apply_to_settings", "resolve_workers"]
@@ -88,6 +105,10 @@ OUTCOME_FAILED = "failed"
 BOOT_TIMEOUT = 90.0
 #: Seconds past the drain a worker may take to report before it is killed.
 REPORT_GRACE = 30.0
+#: The loop waking this many seconds later than it meant to is a stall of the controller.
+STALL_AFTER = 2.0
+#: Most seconds a stalled controller waits for the workers' snapshots taken meanwhile.
+CATCH_UP_WAIT = 3.0
 
 
 def resolve_workers(workers: int) -> int:
@@ -102,13 +123,6 @@ def resolve_workers(workers: int) -> int:
 def apply_to_settings(settings: Settings, change: Change) -> Settings:
     """Settings with an absolute change applied (pause/resume flip ``paused``)."""
     return apply_change(settings, change)
-
-
-def _recorder_class() -> type[Recorder]:
-    # pyarrow takes ~0.5 s to load: the controller reads it off the loop, when it records.
-    from flowdeck.engine.recording.recorder import Recorder
-
-    return Recorder
 
 
 def _flowdeck_version() -> str:
@@ -126,20 +140,28 @@ class Controller:
         spec: RunSpec,
         *,
         broker: Broker | None = None,
-        sessions_root: Path | None = None,
         workers: int | None = None,
         runtime: str = DEFAULT_RUNTIME,
         drain_seconds: float = 5.0,
         cleanup: bool = False,
-        skip_capacity_check: bool = False,
         placement: Placement | None = None,
+        recording: RunRecording | None = None,
+        capacity: CapacityCheck | None = None,
+        faults: NodeFaults | None = None,
+        queue_counts: QueueCounter | None = None,
     ) -> None:
         """``broker``: where the run goes (its nodes, management and Prometheus URLs, the
         statistics interval when known); None: the spec's ``uri`` and URLs.
-        ``skip_capacity_check``: start even when the broker's socket limit says the run does
-        not fit, or cannot be read for a large run (warned about instead of refused).
         ``placement``: where the workers run when not as local processes (e.g.
-        engine.spark_workers.SparkPlacement: Spark tasks reached over TCP)."""
+        engine.spark_workers.SparkPlacement: Spark tasks reached over TCP).
+
+        The collaborators (see ``engine.run_context``): ``recording`` where the session is
+        written (default: not recorded; ``RunRecording(root)`` records under ``root``);
+        ``capacity`` the check of the broker's sockets (default: refuse a run that does not
+        fit; ``CapacityCheck(skip=True)`` warns instead); ``faults`` the node faults
+        (default: on the broker's own private nodes, refused on any other broker);
+        ``queue_counts`` the broker's counts of the run's queues (default: the management
+        API's)."""
         if broker is None:
             if not spec.uri:
                 raise FlowdeckError(
@@ -157,23 +179,26 @@ class Controller:
         self._uri = broker.uri  # node 1: the run's own declarations and clean-up
         self.management_url = broker.usual_management_url
         self.prometheus_url = broker.prometheus_url
-        self._sessions_root = sessions_root
         self._workers = resolve_workers(spec.workers if workers is None else workers)
         self._runtime = runtime
         self._drain_seconds = drain_seconds
         self._cleanup = cleanup
         #: Per queue, the position of its leader's uri (``WorkerAssignment.queue_leaders``).
         self._queue_leaders: tuple[int, ...] = ()
-        self._skip_capacity_check = skip_capacity_check
         self._placement = placement
+        self._recording = recording or RunRecording()
+        self._capacity = capacity or CapacityCheck()
+        self._faults = faults or NodeFaults()
+        self._queue_counts = queue_counts or QueueCounter()
+        for collaborator in (self._recording, self._capacity, self._faults, self._queue_counts):
+            collaborator.bind(self)
 
         self.settings: Settings = settings_of(spec)
         self._requested_spec = spec  # relative changes resolve against what was asked last
         self._ledger = ChangeLedger()
         self._pending = self._ledger.pending  # the same dict: changes on their way, by id
         self._schedule = Schedule(spec.schedule)
-        self._check_faults(spec.schedule)
-        self._fault_tasks: list[asyncio.Task[None]] = []
+        self._faults.check_schedule(spec.schedule)
 
         #: The run's per-phase figures as they stand (``figures.run``), followed from the
         #: start: what the JSON summary, the thresholds and the autopilot judge by.
@@ -182,19 +207,17 @@ class Controller:
         self.events: list[RunEvent] = []
         self.last_tick: Tick | None = None
         self.last_broker_sample: BrokerSample | None = None
-        self._session_dir: Path | None = None
         self.summary: RunSummary | None = None
 
         self._state = "new"
         self._hosts: dict[int, WorkerHost] = {}
         self._alive: set[int] = set()
         self._reports: dict[int, WorkerReport] = {}
+        #: Workers gone without their report: when the run learnt it, and why.
+        self._gone: dict[int, tuple[float, str]] = {}
         self._failures: list[str] = []
         self._errors: list[str] = []
         self._aggregator = SnapshotAggregator()
-        self._recorder: Recorder | None = None
-        self._recording_error = ""
-        self._recording_announced = False
         self.started_at = 0.0
         self._load_ended_at = 0.0
         self._wake = asyncio.Event()
@@ -220,10 +243,18 @@ class Controller:
         """Follow the run's ticks, events, broker samples and summary with one function."""
         self.add_sink(ListenerSink(listener))
 
-    def report_event(self, kind: EventKind, message: str) -> RunEvent:
-        """Log an event from a part beside the run (the control endpoint's trouble): it is
-        recorded and shown like the run's own."""
-        return self._event(kind, message)
+    def report_event(
+        self,
+        kind: EventKind,
+        message: str,
+        *,
+        at: float | None = None,
+        change_id: int | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> RunEvent:
+        """Log an event from a part beside the run (a collaborator, the control endpoint's
+        trouble): it is recorded and shown like the run's own."""
+        return self._event(kind, message, at=at, change_id=change_id, detail=detail)
 
     @property
     def uri(self) -> str:
@@ -238,6 +269,11 @@ class Controller:
     @property
     def running(self) -> bool:
         return self._state == "running"
+
+    @property
+    def under_way(self) -> bool:
+        """Starting or running: not yet stopping or ended."""
+        return self._state in ("starting", "running")
 
     @property
     def pending(self) -> tuple[PendingChange, ...]:
@@ -308,20 +344,22 @@ class Controller:
         self._state = "starting"
         try:
             self._check_consumer_node()
-            await self._sources.check_capacity(skip=self._skip_capacity_check)
+            await self._capacity.before_start(self._sources)
             await self._sources.prepare_queues()
             await topology.declare(self.spec, self._uri)
+            self._queue_counts.begin(self.spec.queue_names)
             placement = await self._place_consumers()
-            await self._start_recorder()
+            await self._recording.start(self.spec)
             await self._start_workers()
         except BaseException:
             self._state = "ended"
+            self._queue_counts.close()
             for host in self._hosts.values():
                 host.kill()
             if self._placement is not None:
                 with contextlib.suppress(Exception):
                     await self._placement.close()
-            self._close_recorder(OUTCOME_FAILED, {}, time.time(), "the run could not start")
+            self._recording.close(OUTCOME_FAILED, {}, time.time(), "the run could not start")
             with contextlib.suppress(Exception):
                 await self._sources.aclose()
             raise
@@ -372,7 +410,13 @@ class Controller:
             detail=self._change_detail(change, source),
         )
         if added > 0:
-            self._warn_capacity(change_id, added)
+            self._capacity.warn_change(
+                change_id,
+                added=added,
+                total=topology.connections_needed(self._requested_spec),
+                open_connections=self.last_tick.connections if self.last_tick is not None else 0,
+                sample=self._sources.management_sample,
+            )
         for worker in sorted(self._alive):
             self._hosts[worker].send(ApplyChange(change_id, change))
         self._check_applied(change_id)
@@ -380,143 +424,18 @@ class Controller:
             self._hold_schedule(change_id, change, source)
         return change_id
 
-    def _warn_capacity(self, change_id: int, added: int) -> None:
-        """Warn before a change opens more connections than the broker has sockets or file
-        descriptors free, by the management API's last figures. The change still goes
-        ahead (pushing a broker past its limit can be the point of the test); the clients
-        that cannot connect time out, and only those that opened are counted.
-
-        The broker's figures lag (a statistics interval or two) behind connections just
-        opened, but it uses at least one socket and descriptor per connection the workers
-        have open right now, so that count is a floor under its figures."""
-        sample = self._sources.management_sample
-        nodes = [n for n in sample.nodes if n.running] if sample is not None else []
-        own = self.last_tick.connections if self.last_tick is not None else 0
-        free: list[tuple[int, str]] = []
-        sockets = [(n.sockets_used, n.sockets_total) for n in nodes]
-        descriptors = [(n.fd_used, n.fd_total) for n in nodes]
-        for figures, what in ((sockets, "sockets"), (descriptors, "file descriptors")):
-            known = [(u, t) for u, t in figures if u is not None and t is not None]
-            if known and len(known) == len(figures):
-                used = max(sum(u for u, _ in known), own)
-                free.append((max(0, sum(t for _, t in known) - used), what))
-        detail = {"warning": "capacity", "added": added}
-        if sample is None or not free:
-            total = topology.connections_needed(self._requested_spec)
-            if total > topology.UNCHECKED_CONNECTIONS_LIMIT:
-                self._event(
-                    EventKind.INFO,
-                    f"warning: change #{change_id} takes the run to {total} connections and "
-                    "the broker's socket limit cannot be checked (no management figures); "
-                    "clients past it will time out",
-                    change_id=change_id,
-                    detail=detail,
-                )
-            return
-        room, what = min(free)
-        if added <= room:
-            return
-        age = max(0.0, time.time() - sample.figures_at)
-        self._event(
-            EventKind.INFO,
-            f"warning: change #{change_id} opens {added} more connections but the broker has "
-            f"{room} {what} free (figures {age:.0f} s old); it goes ahead: the clients past the "
-            "limit will time out and only the ones that connect are counted",
-            change_id=change_id,
-            detail={**detail, "free": room, "limit": what},
-        )
-
     @property
     def local_nodes(self) -> LocalNodes | None:
         """The private node or cluster the run's broker is, which faults act on (None: a
         broker flowdeck does not run, on which faults are refused)."""
-        return self.broker.local
+        return self._faults.local
 
     def fault(self, fault: NodeFault, source: str = "operator") -> int:
         """Lose or bring back one node (see NodeFault) while the run goes; the id of the
         phase mark it opens. The fault itself runs on a thread (a start takes seconds) and
         says when it is done. SpecError for a node the broker has not, FlowdeckError when
         the broker is not one flowdeck runs or the run is not running."""
-        local = self._fault_target(fault)
-        change_id = self.request(fault.mark(), source=source)
-        nodename = local.find(fault.node).nodename
-        self._event(
-            EventKind.INFO,
-            f"{fault.describe()} asked by {source}: {nodename}",
-            change_id=change_id,
-            detail=self._fault_detail(fault, source, nodename, stage="asked"),
-        )
-        task = asyncio.create_task(
-            self._apply_fault(local, fault, source, change_id), name="flowdeck-fault"
-        )
-        self._fault_tasks.append(task)
-        return change_id
-
-    def _fault_target(self, fault: NodeFault) -> LocalNodes:
-        """The nodes ``fault`` acts on, after checking it names one of them."""
-        local = self.broker.local
-        if local is None:
-            raise SpecError(
-                "fault",
-                f"{fault.describe()} needs a node or cluster flowdeck runs, and "
-                f"{self.broker.redacted} is not one: start one (flowdeck broker start --nodes "
-                "3) and give its uri, or drop the fault",
-            )
-        try:
-            local.find(fault.node)
-        except SourceError as exc:
-            raise SpecError("fault", f"{fault.describe()}: {exc}") from None
-        return local
-
-    def _check_faults(self, steps: Sequence[ScheduleStep]) -> None:
-        """Refuse a schedule whose faults the broker cannot take, before anything starts."""
-        for step in steps:
-            if step.fault is not None:
-                try:
-                    self._fault_target(step.fault)
-                except SpecError as exc:
-                    raise SpecError(
-                        "schedule", f"schedule step at {step.at:g} s: {exc.message}"
-                    ) from None
-
-    async def _apply_fault(
-        self, local: LocalNodes, fault: NodeFault, source: str, change_id: int
-    ) -> None:
-        nodename = local.find(fault.node).nodename
-        try:
-            done: FaultDone = await asyncio.to_thread(local.apply, fault.action, fault.node)
-        except Exception as exc:  # a node that will not start never stops the run
-            self._event(
-                EventKind.ERROR,
-                f"{fault.describe()} failed: {exc}",
-                change_id=change_id,
-                detail=self._fault_detail(fault, source, nodename, stage="failed"),
-            )
-            return
-        self._event(
-            EventKind.INFO,
-            f"{fault.describe()} done: {done.message}",
-            change_id=change_id,
-            detail={
-                **self._fault_detail(fault, source, nodename, stage="done"),
-                "changed": done.changed,
-                "took_s": round(done.took, 3),
-            },
-        )
-
-    @staticmethod
-    def _fault_detail(
-        fault: NodeFault, source: str, nodename: str, *, stage: str
-    ) -> dict[str, Any]:
-        """What a fault's events carry: the report's faults table pairs a node's ``kill``
-        or ``stop`` with its next ``start`` or ``restart`` by these."""
-        return {
-            "fault": fault.action,
-            "node": fault.node,
-            "nodename": nodename,
-            "stage": stage,
-            "source": source,
-        }
+        return self._faults.start(fault, source)
 
     def skip_step(self) -> None:
         """Apply the next schedule step now instead of at its time (a held schedule goes
@@ -552,22 +471,6 @@ class Controller:
             host.kill()
 
     # -- start -----------------------------------------------------------------------------
-
-    async def _start_recorder(self) -> None:
-        if self._sessions_root is None:
-            return
-        try:
-            recorder_class = await asyncio.to_thread(_recorder_class)
-        except ImportError:
-            self._recording_trouble("recording is off: this build of flowdeck cannot record")
-            return
-        versions = {"flowdeck": _flowdeck_version(), "python": platform.python_version()}
-        try:
-            self._recorder = recorder_class(self._sessions_root, self.spec, versions=versions)
-            self._session_dir = Path(self._recorder.session_dir)
-        except Exception as exc:  # a recording that cannot start never stops the run
-            self._recorder = None
-            self._recording_trouble(f"recording is off: it could not start: {exc}")
 
     async def _start_workers(self) -> None:
         if self._workers == 0:
@@ -606,7 +509,6 @@ class Controller:
 
     def _announce_start(self) -> None:
         started = RunStarted(self.spec, self.started_at, self._workers)
-        self._record(lambda recorder: recorder.on_start(started))
         self._emit(lambda sink: sink.on_start(started))
 
     async def _place_consumers(self) -> str:
@@ -649,7 +551,6 @@ class Controller:
         try:
             if isinstance(message, ClientSnapshot):
                 self._aggregator.add(message)
-                self._record(lambda recorder: recorder.on_snapshot(message))
                 self._emit(lambda sink: sink.on_snapshot(message))
             elif isinstance(message, ChangeApplied):
                 self._ledger.worker_applied(
@@ -675,6 +576,8 @@ class Controller:
     def _worker_failed(self, failure: WorkerFailed) -> None:
         reason = f"worker {failure.worker}: {failure.reason}"
         self._failures.append(reason)
+        if failure.worker not in self._reports:
+            self._gone.setdefault(failure.worker, (time.time(), failure.reason))
         self._alive.discard(failure.worker)
         self._event(EventKind.ERROR, reason, detail={"worker": failure.worker})
         for change_id in list(self._pending):
@@ -689,6 +592,7 @@ class Controller:
             return
         self._alive.discard(lost.worker)
         self._reports[lost.worker] = lost.report
+        self._gone[lost.worker] = (lost.event.at, str(lost.event.detail.get("reason", "lost")))
         self._errors.append(lost.event.message)
         self._publish_event(lost.event)
         for change_id in list(self._pending):
@@ -699,12 +603,10 @@ class Controller:
     def _on_broker_sample(self, sample: BrokerSample) -> None:
         """A broker sample from the sources, before the events it causes."""
         self.last_broker_sample = sample
-        self._record(lambda recorder: recorder.on_broker_sample(sample))
         self._emit(lambda sink: sink.on_broker_sample(sample))
 
     def _on_prometheus_range(self, rows: Sequence[PrometheusRow]) -> None:
         """The broker's Prometheus series over the run, kept by the sources at the end."""
-        self._record(lambda recorder: recorder.on_prometheus_range(rows))
         self._emit(lambda sink: sink.on_prometheus_range(rows))
 
     # -- changes and schedule ------------------------------------------------------------------
@@ -789,17 +691,22 @@ class Controller:
         end_at = self.started_at + self.spec.duration
         second = 1  # the run second the next tick closes
         last_second = int(self.spec.duration + 1e-9)
+        meant = time.time()  # when the loop meant to wake
         while self._state == "running":
             now = time.time()
+            stalled = now - meant if now - meant > STALL_AFTER else 0.0
+            if stalled:
+                now = await self._stalled(meant, now)
             for step in self._schedule.due(now - self.started_at):
                 self._fire(step)
             # One tick per run second, in order, named by the second it closes. A loop that
-            # wakes late (a loaded machine) ticks every second it missed, each at that
-            # second's end over the snapshots taken by then; one tick at the late time
+            # wakes late (a loaded machine, a stall) ticks every second it missed, each at
+            # that second's end over the snapshots taken by then; one tick at the late time
             # instead would merge them and misname the second.
             while second <= last_second and now >= self.started_at + second:
                 missed = now >= self.started_at + second + 1.0
-                self._tick(self.started_at + second if missed else now, second=second)
+                at = self.started_at + second if missed else now
+                self._tick(at, second=second, stalled=stalled if missed else 0.0)
                 second += 1
             if now >= end_at:
                 self._begin_finish(OUTCOME_COMPLETED, "duration reached")
@@ -808,14 +715,44 @@ class Controller:
             if (upcoming := self._schedule.next_step()) is not None:
                 wake_at = min(wake_at, self.started_at + upcoming.at)
             self._wake.clear()
+            meant = wake_at  # work done since now counts: a stop during a tick is a stall too
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), max(0.0, wake_at - time.time()))
 
-    def _tick(self, now: float, final: Counters | None = None, second: int = 0) -> Tick:
+    async def _stalled(self, meant: float, now: float) -> float:
+        """The loop woke ``now - meant`` seconds late (the process was stopped, or something
+        held the loop): record the stall, then wait (briefly) for the snapshots the workers
+        took meanwhile, so the seconds it missed show what the workers did, not zeros. The
+        time it goes on from."""
+        stall = now - meant
+        self._event(
+            EventKind.CONTROLLER_STALLED,
+            f"controller stalled {stall:.1f} s (from {meant - self.started_at:.1f} s to "
+            f"{now - self.started_at:.1f} s into the run): it saw nothing live meanwhile; those "
+            "seconds are filled in from the workers' snapshots",
+            at=now,
+            detail={"stalled_s": round(stall, 3), "from": meant, "to": now},
+        )
+        deadline = time.time() + CATCH_UP_WAIT
+        while time.time() < deadline and self._state == "running":
+            caught_up = all(
+                (last := self._aggregator.last_snapshot(worker)) is not None
+                and last.at >= now - 1.5  # a snapshot a second: the newest has come
+                for worker in self._alive
+            )
+            if caught_up:
+                break
+            await asyncio.sleep(0.05)
+        return time.time()
+
+    def _tick(
+        self, now: float, final: Counters | None = None, second: int = 0, stalled: float = 0.0
+    ) -> Tick:
         """Aggregate and publish one Tick; ``final`` gives the closing totals from the
         workers' reports (later than their last snapshot), ``second`` the run second the
-        tick closes (0: the closing tick)."""
-        self._check_recorder()
+        tick closes (0: the closing tick), ``stalled`` the seconds the controller had
+        stalled when it made this tick late."""
+        self._recording.check()
         agg = self._aggregator.tick(now)
         for error in agg.errors:
             if error not in self._errors:
@@ -833,10 +770,10 @@ class Controller:
             workers=len(self._alive),
             final=final,
             second=second,
+            stalled=stalled,
         )
         # The session keeps when each tick was taken and which snapshots it had, so a
         # recording reads back with exactly these ticks.
-        self._record(lambda recorder: recorder.on_tick(tick))
         self.last_tick = tick
         self._emit(lambda sink: sink.on_tick(tick))
         return tick
@@ -867,12 +804,13 @@ class Controller:
                 await asyncio.wait_for(host.wait(), deadline)
             except TimeoutError:
                 host.kill()
-                self._failures.append(
-                    f"worker {worker} did not report within {deadline:g} s and was killed"
-                )
+                late = f"did not report within {deadline:g} s and was killed"
+                self._failures.append(f"worker {worker} {late}")
+                self._gone.setdefault(worker, (time.time(), late))
         if self._placement is not None:
             await self._placement.close()
         ended = time.time()
+        lost_workers = self._stand_ins()
         reports = [self._reports[w] for w in sorted(self._reports)]
         final = sum((r.counters for r in reports), Counters()) if reports else None
         self._tick(ended, final)
@@ -880,20 +818,13 @@ class Controller:
             if task is not asyncio.current_task():
                 task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
-        if faults := [task for task in self._fault_tasks if not task.done()]:
-            # A node still starting cannot be called back (it runs on a thread): its end is
-            # part of the run, recorded before the session closes.
-            self._event(EventKind.INFO, f"waiting for {len(faults)} node fault(s) to finish")
-            await asyncio.gather(*faults, return_exceptions=True)
+        await self._faults.settle()  # a fault's end is part of the run, recorded before the end
         await self._sources.stop()
         await self._sources.keep_range(self.started_at, ended)
         if self._failures and outcome != OUTCOME_FAILED:
             outcome = OUTCOME_FAILED
-        safety = (
-            data_safety(reports, confirms=self.spec.confirms)
-            if reports
-            else DataSafety(0, 0, 0, 0, 0, 0, 0, 0, 0, confirms=self.spec.confirms)
-        )
+        safety, incomplete, broker_queues = await self._account(reports, lost_workers, ended)
+        undelivered = await self._where_messages_went(safety)
         errors = [*self._failures, *self._errors, *(e for r in reports for e in r.errors)]
         if self._cleanup:
             try:
@@ -920,8 +851,11 @@ class Controller:
             latency=self._aggregator.run_latency(),
             phases=self._ledger.phase_index + 1,
             session_dir=str(self.session_dir) if self.session_dir else None,
-            recording_error=self._recording_error,
+            recording_error=self._recording.error,
             errors=tuple(dict.fromkeys(mask_text(e) for e in errors)),
+            incomplete=incomplete,
+            broker_queues=broker_queues,
+            undelivered=undelivered,
         )
         self._event(
             EventKind.RUN_STOPPED,
@@ -929,19 +863,71 @@ class Controller:
             at=ended,
             detail={"outcome": outcome, "reason": reason},
         )
-        if self._recorder is not None:
-            draft = summary  # the recorder's own trouble goes into the summary others see
-            self._record(lambda recorder: recorder.on_finish(draft))
-            self._recorder = None
-        if self._recording_error and not summary.recording_error:
-            summary = replace(summary, recording_error=self._recording_error)
+        self._recording.on_finish(summary)
+        if self._recording.error and not summary.recording_error:
+            # the recorder's own trouble goes into the summary others see
+            summary = replace(summary, recording_error=self._recording.error)
         if summary.session_dir and self.session_dir is None:
             summary = replace(summary, session_dir=None)  # removed under the run
         self.summary = summary
         self._state = "ended"
         ended_run = summary
-        self._emit(lambda sink: sink.on_finish(ended_run))
+        self._emit(lambda sink: sink.on_finish(ended_run), recording=False)
         return summary
+
+    def _stand_ins(self) -> list[LostWorker]:
+        """Every worker whose report never came, its last snapshot's counts standing in for
+        the report (a remote worker's link made its own)."""
+        lost = []
+        for worker in sorted(self._hosts):
+            if worker in self._reports and worker not in self._gone:
+                continue
+            at, reason = self._gone.get(worker, (time.time(), "it sent no report"))
+            last = self._aggregator.last_snapshot(worker)
+            self._reports.setdefault(worker, stand_in_report(worker, last))
+            lost.append(LostWorker(worker, reason, at, last))
+        return lost
+
+    async def _account(
+        self, reports: Sequence[WorkerReport], lost_workers: Sequence[LostWorker], ended: float
+    ) -> tuple[DataSafety, tuple[str, ...], QueueCounts | None]:
+        """The run's accounting, what of it is incomplete, and the broker's counts of the
+        run's queues (read only when a worker never reported)."""
+        confirms = self.spec.confirms
+        if not reports:
+            self._queue_counts.close()
+            return DataSafety(0, 0, 0, 0, 0, 0, 0, 0, 0, confirms=confirms), (), None
+        safety = data_safety(reports, confirms=confirms)
+        if not lost_workers:
+            self._queue_counts.close()
+            return safety, (), None
+        sample = self._sources.management_sample
+        interval = sample.statistics_interval if sample is not None else None
+        broker, unread = await self._queue_counts.after(
+            ended, interval or self.broker.statistics_interval or 5.0
+        )
+        bounded = with_lost_workers(safety, broker)
+        incomplete = incomplete_figures(
+            bounded,
+            lost_workers,
+            started_at=self.started_at,
+            client_lost=safety.lost,
+            broker=broker,
+            broker_unread=unread,
+        )
+        return bounded, incomplete, broker
+
+    async def _where_messages_went(self, safety: DataSafety) -> str:
+        """One line when the run's consumers took far fewer messages than it published and
+        the rest did not wait in its queues ('' otherwise; see engine.delivery). Read before
+        the queues are deleted; not asked when a lost worker already explains the figures."""
+        if not safety.complete or not needs_a_look(self.spec, safety):
+            return ""
+        try:
+            left: int | None = await topology.messages_left(self.broker.uris, self.spec.queue_names)
+        except Exception:  # the line still says what the counts show
+            left = None
+        return where_messages_went(self.spec, safety, left)
 
     # -- recorder and listeners --------------------------------------------------------------
 
@@ -949,49 +935,7 @@ class Controller:
     def session_dir(self) -> Path | None:
         """Where the run is recorded: None until the session exists on disk, and again if
         it is removed, so nothing ever shows the path of a session that is not there."""
-        if self._session_dir is None or not self._session_dir.is_dir():
-            return None
-        return self._session_dir
-
-    def _record(self, call: Callable[[Recorder], None]) -> None:
-        """Hand the recorder one update; trouble turns recording off, never the run."""
-        if self._recorder is None:
-            return
-        try:
-            call(self._recorder)
-        except Exception as exc:  # recording trouble never stops the run
-            self._recorder = None
-            self._recording_trouble(f"recording stopped: {exc}")
-            return
-        self._check_recorder()
-
-    def _check_recorder(self) -> None:
-        """Say at once when the recorder has stopped (its writer thread sets ``error``)."""
-        error = self._recorder.error if self._recorder is not None else None
-        if error:
-            self._recording_trouble(str(error))
-
-    def _recording_trouble(self, message: str) -> None:
-        """Recording is off or stopped: remember why for the summary and say it now, once,
-        as a RECORDING_STOPPED event (the headless line and the cockpit's banner)."""
-        self._recording_error = message
-        if self._recording_announced:
-            return
-        self._recording_announced = True
-        session = self.session_dir
-        going_on = "; the run goes on unrecorded" if self._state in ("starting", "running") else ""
-        self._event(
-            EventKind.RECORDING_STOPPED,
-            f"{message}{going_on}",
-            detail={"error": message, "session_dir": str(session) if session else None},
-        )
-
-    def _close_recorder(
-        self, outcome: str, summary: Mapping[str, Any], at: float, reason: str
-    ) -> None:
-        if self._recorder is not None:
-            self._record(lambda recorder: recorder.close(outcome, summary, at, reason))
-            self._recorder = None
+        return self._recording.session_dir
 
     def _event(
         self,
@@ -1014,11 +958,13 @@ class Controller:
 
     def _publish_event(self, event: RunEvent) -> None:
         self.events.append(event)
-        self._record(lambda recorder: recorder.on_event(event))
         self._emit(lambda sink: sink.on_event(event))
 
-    def _emit(self, call: Callable[[Sink], None]) -> None:
-        """Hand every sink one update (after the recorder, see :meth:`_record`)."""
+    def _emit(self, call: Callable[[Sink], None], *, recording: bool = True) -> None:
+        """Hand the recording, then every sink, one update (the recording guards itself:
+        its trouble turns recording off, never the run)."""
+        if recording:
+            call(self._recording)
         for sink in list(self._sinks):
             try:
                 call(sink)

@@ -26,6 +26,9 @@ class EventKind(StrEnum):
     #: Recording is off or stopped (unwritable, full or vanished sessions directory); the run
     #: goes on, and what was written before stays readable.
     RECORDING_STOPPED = "recording_stopped"
+    #: The controller's loop woke seconds late (its process stopped, its loop held): it saw
+    #: nothing live meanwhile; ``detail['stalled_s']`` is how long.
+    CONTROLLER_STALLED = "controller_stalled"
     ERROR = "error"
     INFO = "info"
 

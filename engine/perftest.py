@@ -453,8 +453,6 @@ def _mapping(given: Sequence[_Given]) -> dict[str, Any]:
     if "mandatory" in flags:
         out["mandatory"] = True
     _map_exchange(given, out)
-    if (g := opt("routing-key")) is not None:
-        out["routing_key"] = _value(g)
     if out.get("queue_type") in ("quorum", "stream"):
         out["persistent"] = True  # as PerfTest: quorum and stream queues get persistent
     out["durable"] = bool(out.get("persistent", False))  # PerfTest: durable = persistent
@@ -542,6 +540,10 @@ def _map_queues(given: Sequence[_Given], out: dict[str, Any]) -> None:
 
 
 def _map_exchange(given: Sequence[_Given], out: dict[str, Any]) -> None:
+    """-t, -e and -k as PerfTest takes them: its exchange is named after its type (-t,
+    ``direct`` by default) unless -e names it, and its queues are bound there with the
+    routing key; without -k, flowdeck publishes on the default exchange by queue name,
+    which reaches the same queue."""
     kind = _last(given, "type")
     exchange = _last(given, "exchange")
     if kind is not None:
@@ -555,6 +557,15 @@ def _map_exchange(given: Sequence[_Given], out: dict[str, Any]) -> None:
     if exchange is not None:
         name = _value(exchange)
         out["exchange"] = "" if name in ("", "amq.default") else name
+    key = _last(given, "routing-key")
+    if key is None:
+        return
+    out["routing_key"] = _value(key)
+    if exchange is None and kind is None:
+        # PerfTest binds its queues with -k on its own exchange, named after its type
+        # ("direct"), and publishes there; the default exchange would route the key to a
+        # queue of that name, and with none every message would go nowhere.
+        out["exchange"] = out["exchange_type"] = "direct"
 
 
 def parse_queue_args(text: str) -> dict[str, Any]:

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from flowdeck.engine.change import Change
 from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters, Settings
 from flowdeck.figures.latency import Percentiles
+
+if TYPE_CHECKING:
+    from flowdeck.engine.queue_counts import QueueCounts
 
 #: What every "msg/s" of a run's summary means; said wherever one is shown or written.
 RATE_MEANING = (
@@ -74,6 +77,9 @@ class Tick:
     #: The run second this tick closes (1, 2, ...): what a progress line is named by. 0 for
     #: the closing tick and for ticks read back from a recording.
     second: int = 0
+    #: Seconds the controller had stalled (its process stopped, its loop held) when it made
+    #: this tick late; its figures come from the workers' snapshots of that second. 0: live.
+    stalled: float = 0.0
     #: The workers' snapshots this tick took in (taken by its time, in time order): what a
     #: front-end needs to compute a phase's msg/s as the report does
     #: (``engine.phase_figures.PhaseTable``). Not sent over the control API (an attached
@@ -88,7 +94,9 @@ class DataSafety:
     ``lost`` = confirmed by the broker but never consumed; ``unconfirmed`` = published but
     neither confirmed nor nacked when the run ended (e.g. in flight when a node died).
     Without publisher confirms (``confirms`` false) the broker vouches for nothing: loss
-    cannot be assessed and ``unconfirmed`` is 0, as no confirm was awaited.
+    cannot be assessed and ``unconfirmed`` is 0, as no confirm was awaited. ``complete`` is
+    false when a worker's report never came (``RunSummary.incomplete`` says which figures
+    miss what, and ``lost`` is then at most what the broker's counters allow).
     """
 
     published: int
@@ -101,6 +109,7 @@ class DataSafety:
     unconfirmed: int
     lost: int
     confirms: bool = True
+    complete: bool = True
 
     def to_json(self) -> dict[str, int | bool]:
         return asdict(self)
@@ -129,6 +138,13 @@ class RunSummary:
     active: ActiveTimes = field(default_factory=ActiveTimes)
     #: The spec's target publish rate at the start, msg/s (0 = no rate limit).
     target_rate: float = 0.0
+    #: Which figures are incomplete and why, one line each (empty: every worker reported).
+    incomplete: tuple[str, ...] = ()
+    #: The broker's counts over the run's queues, read when the figures are incomplete.
+    broker_queues: QueueCounts | None = None
+    #: Where the messages went when the consumers took far fewer than were published and
+    #: the rest did not wait in the run's queues ('' when delivered; engine.delivery).
+    undelivered: str = ""
 
     @property
     def duration(self) -> float:
@@ -161,4 +177,7 @@ class RunSummary:
             "session_dir": self.session_dir,
             "recording_error": self.recording_error,
             "errors": list(self.errors),
+            "incomplete": list(self.incomplete),
+            "broker_queues": self.broker_queues.to_json() if self.broker_queues else None,
+            "undelivered": self.undelivered,
         }

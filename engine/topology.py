@@ -340,11 +340,19 @@ async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
                 )
             except aiormq.exceptions.ChannelPreconditionFailed as exc:
                 reason = exc.args[0] if exc.args else str(exc)
-                raise FlowdeckError(
-                    f"exchange {spec.exchange!r} exists with other settings than the spec "
-                    f"({spec.exchange_type}, durable={spec.durable}): {reason}; "
-                    "delete it or name another exchange"
-                ) from None
+                # An exchange of the same type made durable elsewhere (PerfTest makes its
+                # own, "direct", durable) routes the run's messages just the same: use it.
+                channel = await connection.channel()
+                try:
+                    exchange = await channel.declare_exchange(
+                        spec.exchange, _exchange_type(spec), durable=not spec.durable
+                    )
+                except aiormq.exceptions.ChannelPreconditionFailed:
+                    raise FlowdeckError(
+                        f"exchange {spec.exchange!r} exists with other settings than the spec "
+                        f"({spec.exchange_type}, durable={spec.durable}): {reason}; "
+                        "delete it or name another exchange"
+                    ) from None
         arguments = queue_arguments(spec)
         busy: dict[str, int] = {}
         for index, name in enumerate(spec.queue_names):
@@ -420,3 +428,23 @@ async def delete_queues(uri: str | Sequence[str], names: Sequence[str]) -> int:
     finally:
         await connection.close()
     return deleted
+
+
+async def messages_left(uri: str | Sequence[str], names: Sequence[str]) -> int:
+    """Messages waiting in the named queues now (a passive declare's count: ready ones,
+    which a closed consumer's unacked become), through the first node that answers; a
+    missing queue holds none."""
+    connection = await connect_any((uri,) if isinstance(uri, str) else uri)
+    left = 0
+    try:
+        channel = await connection.channel()
+        for name in names:
+            try:
+                queue = await channel.declare_queue(name, passive=True)
+            except aiormq.exceptions.AMQPError:
+                channel = await connection.channel()
+                continue
+            left += queue.declaration_result.message_count or 0
+    finally:
+        await connection.close()
+    return left

@@ -69,6 +69,7 @@ def prepare_run(
     """
     from flowdeck.engine import (
         Controller,
+        RunRecording,
         default_sessions_root,
         resolve_broker,
         resolve_uri,
@@ -94,7 +95,7 @@ def prepare_run(
     control = Controller(
         spec,
         broker=broker,
-        sessions_root=sessions_root,
+        recording=RunRecording(sessions_root),
         cleanup=cleanup,
         workers=placement.workers if placement is not None else None,
         placement=placement,

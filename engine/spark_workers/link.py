@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from flowdeck.engine.accounting import stand_in_report
 from flowdeck.engine.commands import (
     ChangeApplied,
     WorkerAssignment,
@@ -33,7 +34,7 @@ from flowdeck.engine.commands import (
 )
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.process import OnMessage, WorkerFailed, WorkerLost
-from flowdeck.engine.snapshot import ClientSnapshot, Counters, WorkerReport
+from flowdeck.engine.snapshot import ClientSnapshot, WorkerReport
 from flowdeck.engine.spark_workers.wire import (
     HANDSHAKE_TIMEOUT,
     LinkError,
@@ -147,15 +148,6 @@ class HostRow:
             "cpu_percent": None if self.cpu_percent is None else round(self.cpu_percent, 1),
             "lost": self.lost,
         }
-
-
-def stand_in_report(worker: int, last: ClientSnapshot | None) -> WorkerReport:
-    """The report of a worker that never sent one: what its last snapshot said. Its
-    published-but-unsettled messages are unconfirmed; its sequences are unknown, so nothing
-    of it counts as lost or as consumed twice (see docs/spark-workers.md)."""
-    counters = last.counters if last is not None else Counters()
-    unsettled = counters.published - counters.confirmed - counters.nacked
-    return WorkerReport(worker=worker, counters=counters, published_unconfirmed=max(0, unsettled))
 
 
 class RemoteWorker:

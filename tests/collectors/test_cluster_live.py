@@ -180,6 +180,7 @@ async def test_consumers_sit_on_a_node_other_than_their_queues_leader(
     from flowdeck.collectors import Broker
     from flowdeck.engine.controller import Controller
     from flowdeck.engine.events import RunEvent
+    from flowdeck.engine.run_recording import RunRecording
     from flowdeck.engine.spec import RunSpec
 
     spec = RunSpec(
@@ -200,7 +201,7 @@ async def test_consumers_sit_on_a_node_other_than_their_queues_leader(
         cluster.uris, management_url=cluster.nodes[0].management_url, statistics_interval=1.0
     )
     controller = Controller(
-        spec, broker=broker, sessions_root=tmp_path, drain_seconds=2, cleanup=True
+        spec, broker=broker, recording=RunRecording(tmp_path), drain_seconds=2, cleanup=True
     )
     events: list[RunEvent] = []
     controller.add_listener(lambda u: events.append(u) if isinstance(u, RunEvent) else None)
@@ -269,6 +270,7 @@ async def test_a_fault_step_kills_the_node_whose_api_is_polled_and_the_figures_g
     from flowdeck.collectors import Broker, LocalNodes
     from flowdeck.engine.controller import Controller
     from flowdeck.engine.events import EventKind, RunEvent
+    from flowdeck.engine.run_recording import RunRecording
     from flowdeck.engine.spec import RunSpec, schedule_step
 
     victim = cluster.nodes[2]
@@ -295,7 +297,7 @@ async def test_a_fault_step_kills_the_node_whose_api_is_polled_and_the_figures_g
         f"127.0.0.1:{node.prometheus_port}" for node in cluster.nodes
     )
     controller = Controller(
-        spec, broker=broker, sessions_root=tmp_path, drain_seconds=2, cleanup=True
+        spec, broker=broker, recording=RunRecording(tmp_path), drain_seconds=2, cleanup=True
     )
     events: list[RunEvent] = []
     samples: list[BrokerSample] = []
@@ -359,6 +361,7 @@ async def test_a_mirrored_queue_whose_master_is_killed_promotes_its_mirror(
     from flowdeck.engine.controller import Controller
     from flowdeck.engine.events import RunEvent
     from flowdeck.engine.recording.reader import open_session
+    from flowdeck.engine.run_recording import RunRecording
     from flowdeck.engine.spec import RunSpec
     from flowdeck.spark_reports.faults import faults
 
@@ -391,7 +394,7 @@ async def test_a_mirrored_queue_whose_master_is_killed_promotes_its_mirror(
         local=local,
     )
     controller = Controller(
-        spec, broker=broker, sessions_root=tmp_path, drain_seconds=4, cleanup=True
+        spec, broker=broker, recording=RunRecording(tmp_path), drain_seconds=4, cleanup=True
     )
     events: list[RunEvent] = []
     controller.add_listener(lambda u: events.append(u) if isinstance(u, RunEvent) else None)
@@ -496,6 +499,7 @@ async def test_a_quorum_run_spread_over_the_nodes_loses_nothing_when_a_node_is_k
     from flowdeck.collectors import Broker
     from flowdeck.engine.controller import Controller
     from flowdeck.engine.events import EventKind, RunEvent
+    from flowdeck.engine.run_recording import RunRecording
     from flowdeck.engine.spec import RunSpec
 
     spec = RunSpec(
@@ -518,7 +522,7 @@ async def test_a_quorum_run_spread_over_the_nodes_loses_nothing_when_a_node_is_k
         cluster.uris, management_url=cluster.nodes[0].management_url, statistics_interval=1.0
     )
     controller = Controller(
-        spec, broker=broker, sessions_root=tmp_path, drain_seconds=8, cleanup=True
+        spec, broker=broker, recording=RunRecording(tmp_path), drain_seconds=8, cleanup=True
     )
     events: list[RunEvent] = []
     controller.add_listener(lambda u: events.append(u) if isinstance(u, RunEvent) else None)

@@ -185,6 +185,7 @@ async def test_a_quorum_run_loses_nothing_through_a_partition_and_the_cluster_he
     from flowdeck.engine.controller import Controller
     from flowdeck.engine.events import EventKind, RunEvent
     from flowdeck.engine.recording.reader import open_session
+    from flowdeck.engine.run_recording import RunRecording
     from flowdeck.engine.spec import RunSpec, schedule_step
     from flowdeck.spark_reports.faults import faults
 
@@ -216,7 +217,7 @@ async def test_a_quorum_run_loses_nothing_through_a_partition_and_the_cluster_he
         local=LocalNodes(cluster),
     )
     controller = Controller(
-        spec, broker=broker, sessions_root=tmp_path, drain_seconds=8, cleanup=True
+        spec, broker=broker, recording=RunRecording(tmp_path), drain_seconds=8, cleanup=True
     )
     events: list[RunEvent] = []
     samples: list[BrokerSample] = []

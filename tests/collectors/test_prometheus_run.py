@@ -18,6 +18,7 @@ from flowdeck.collectors import Broker, LocalBroker, PrometheusServer
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.recording import format as fmt
 from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]
@@ -50,7 +51,7 @@ async def test_a_run_with_prometheus_records_both_sources_and_the_range(
         broker=Broker.parse(
             node.uri, management_url=node.management_url, prometheus_url=prometheus.url
         ),
-        sessions_root=tmp_path,
+        recording=RunRecording(tmp_path),
         drain_seconds=2,
         cleanup=True,
     )

@@ -27,6 +27,7 @@ from flowdeck.collectors import Broker
 from flowdeck.engine.autotune import Autopilot, Hold, State, SteadyRule, ladder
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec
 from flowdeck.spark_reports.build import build_report
 from tests.latency_link import DelayedLink
@@ -54,7 +55,7 @@ async def tune(spec: RunSpec, sessions: Path, uri: str) -> tuple[Controller, Aut
 
 async def tune_on(spec: RunSpec, sessions: Path, broker: Broker) -> tuple[Controller, Autopilot]:
     controller = Controller(
-        spec, broker=broker, sessions_root=sessions, drain_seconds=1, cleanup=True
+        spec, broker=broker, recording=RunRecording(sessions), drain_seconds=1, cleanup=True
     )
     autopilot = Autopilot(controller, "inflight", rule=RULE)
     autopilot.attach()  # armed: begins as the run starts

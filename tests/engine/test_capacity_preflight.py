@@ -29,6 +29,7 @@ from flowdeck.collectors import Broker
 from flowdeck.collectors.local_broker import LocalBroker
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine import topology
+from flowdeck.engine.capacity import CapacityCheck
 from flowdeck.engine.change import parse_change
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.errors import FlowdeckError
@@ -36,6 +37,7 @@ from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.progress import Tick
 from flowdeck.engine.recording import format as fmt
 from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec
 from tests.private_nodes import PrivateNodes
 
@@ -152,7 +154,7 @@ async def test_when_the_limit_cannot_be_read_a_large_run_is_refused_and_a_small_
     assert "\n" not in str(refused.value)
 
     for spec, options in (
-        (large, {"skip_capacity_check": True}),  # the operator insists
+        (large, {"capacity": CapacityCheck(skip=True)}),  # the operator insists
         (small_spec(unique_name), {}),  # 2 connections: goes on, warned
     ):
         controller = controller_for(spec, node, management_url=dead_api, **options)
@@ -232,7 +234,7 @@ async def test_a_change_past_the_socket_limit_warns_first_and_records_what_opene
     spec = small_spec(unique_name, publishers=20, consumers=20, duration=40.0)
     # Clients past the limit wait in the broker's backlog: let them time out in 3 s.
     controller = controller_for(
-        spec, node, uri=f"{node.uri}?connection_timeout=3000", sessions_root=tmp_path
+        spec, node, uri=f"{node.uri}?connection_timeout=3000", recording=RunRecording(tmp_path)
     )
     events = events_of(controller)
     ticks: list[Tick] = []

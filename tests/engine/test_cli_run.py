@@ -155,7 +155,9 @@ def test_ctrl_c_stops_cleanly_with_the_summary(shared_uri: str, unique_name: str
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     text = "".join(lines) + out
-    assert process.returncode == 0, err
+    # 130, as shells expect of an interrupted command: `flowdeck run ... && flowdeck
+    # report ...` does not carry on; the run still drained and printed its summary.
+    assert process.returncode == 130, err
     assert "stopped by operator (Ctrl-C)" in text
     assert "lost (confirmed, never consumed)" in text
     assert "Traceback" not in err

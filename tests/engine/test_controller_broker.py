@@ -20,6 +20,7 @@ from flowdeck.engine.change import parse_change
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.progress import Tick
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec, ScheduleStep
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
@@ -166,7 +167,7 @@ async def test_a_run_whose_queues_another_client_consumes_is_refused_before_it_s
 
         await queue.consume(take)
         controller = Controller(
-            spec, broker=Broker.parse(shared_uri), sessions_root=tmp_path, cleanup=True
+            spec, broker=Broker.parse(shared_uri), recording=RunRecording(tmp_path), cleanup=True
         )
         with pytest.raises(SpecError) as refused:
             await controller.start()

@@ -20,6 +20,7 @@ from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.progress import Tick
 from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec
 from tests.engine.updates import collect_updates
 from tests.private_nodes import PrivateNodes
@@ -54,7 +55,7 @@ async def test_memory_and_disk_alarms_block_publishers_and_are_recorded(
     controller = Controller(
         spec,
         broker=Broker.parse(node.uri, management_url=node.management_url),
-        sessions_root=tmp_path,
+        recording=RunRecording(tmp_path),
         drain_seconds=3,
         cleanup=True,
     )

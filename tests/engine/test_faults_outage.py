@@ -23,6 +23,7 @@ from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.progress import RunSummary, Tick
 from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec
 from tests.engine.updates import collect_updates
 from tests.private_nodes import PrivateNodes
@@ -60,7 +61,7 @@ async def run_with_kill(
     controller = Controller(
         spec,
         broker=Broker.parse(node.uri, management_url=node.management_url),
-        sessions_root=sessions,
+        recording=RunRecording(sessions),
         drain_seconds=8,
     )
     events, ticks = collect_updates(controller)

@@ -101,7 +101,9 @@ def test_each_supported_option_sets_its_field() -> None:
         "-t fanout": {"exchange": "fanout", "exchange_type": "fanout"},
         "-e orders-x": {"exchange": "orders-x", "exchange_type": "direct"},
         "-e amq.default": {"exchange": ""},
-        "-k key.1": {"routing_key": "key.1"},
+        "-k key.1": {"routing_key": "key.1", "exchange": "direct", "exchange_type": "direct"},
+        "-k key.1 -e amq.default": {"routing_key": "key.1", "exchange": ""},
+        "-k key.1 -t topic": {"routing_key": "key.1", "exchange": "topic"},
         "-h amqp://u:p@host:5673/v": {"uri": "amqp://u:p@host:5673/v"},
         "-H amqp://one:5672": {"uri": "amqp://one:5672"},
         "-H amqp://u:p@one:5672,amqp://u:p@two:5673": {

@@ -55,10 +55,11 @@ async def test_inflight_key_reaches_the_real_engine(
     shared_uri: str, unique_name: str, tmp_path: Path
 ) -> None:
     from flowdeck.engine.controller import Controller
+    from flowdeck.engine.run_recording import RunRecording
 
     spec = small_spec(shared_uri, unique_name)
     control = Controller(
-        spec, broker=Broker.parse(shared_uri), sessions_root=tmp_path, cleanup=True
+        spec, broker=Broker.parse(shared_uri), recording=RunRecording(tmp_path), cleanup=True
     )
     requested: list[Change] = []
     original = control.request

@@ -63,13 +63,14 @@ async def test_live_table_msg_s_are_the_phase_tables(
     shared_uri: str, unique_name: str, tmp_path: Path
 ) -> None:
     from flowdeck.engine.controller import Controller
+    from flowdeck.engine.run_recording import RunRecording
 
     spec = replace(
         small_spec(shared_uri, unique_name, 6.0),
         schedule=(ScheduleStep(3.0, Change(Setting.INFLIGHT, 2)),),
     )
     control = Controller(
-        spec, broker=Broker.parse(shared_uri), sessions_root=tmp_path, cleanup=True
+        spec, broker=Broker.parse(shared_uri), recording=RunRecording(tmp_path), cleanup=True
     )
     screens = Screens()
     control.add_sink(screens)

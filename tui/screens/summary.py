@@ -83,6 +83,9 @@ def summary_renderable(summary: RunSummary, hosts: Sequence[HostRow] = ()) -> Re
     parts: list[RenderableType] = [head, rates, safety]
     if not summary.safety.confirms:
         parts.append(no_confirms)
+    parts.extend(Text(f"incomplete: {line}", style="yellow") for line in summary.incomplete)
+    if summary.undelivered:
+        parts.append(Text(f"undelivered: {summary.undelivered}", style="bold red"))
     parts.append(latency)
     if len(hosts) > 1:
         parts.append(hosts_renderable(hosts, summary.started))

@@ -308,6 +308,7 @@ async def test_the_run_records_the_trouble_as_an_event_when_it_happens(
     tmp_path: Path, unique_name: str
 ) -> None:
     from flowdeck.engine.controller import Controller
+    from flowdeck.engine.run_recording import RunRecording
     from flowdeck.engine.spec import RunSpec
 
     spec = RunSpec(
@@ -324,7 +325,7 @@ async def test_the_run_records_the_trouble_as_an_event_when_it_happens(
         broker=Broker.parse(
             "amqp://guest:guest@127.0.0.1:5672/%2F", management_url=SHARED_MANAGEMENT
         ),
-        sessions_root=tmp_path,
+        recording=RunRecording(tmp_path),
         drain_seconds=1,
         cleanup=True,
     )

@@ -11,6 +11,7 @@ from flowdeck.engine.controller import Controller
 from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.recording import format as fmt
 from flowdeck.engine.recording.reader import list_sessions, open_session
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec
 
 
@@ -32,7 +33,11 @@ async def test_real_run_reads_back_with_the_totals_the_engine_printed(
         persistent=False,
     )
     controller = Controller(
-        spec, broker=Broker.parse(shared_uri), sessions_root=tmp_path, workers=0, cleanup=True
+        spec,
+        broker=Broker.parse(shared_uri),
+        recording=RunRecording(tmp_path),
+        workers=0,
+        cleanup=True,
     )
     await controller.start()
     summary = await controller.wait()

@@ -16,6 +16,7 @@ from flowdeck.engine.controller import Controller
 from flowdeck.engine.progress import Percentiles, Tick
 from flowdeck.engine.recording import format as fmt
 from flowdeck.engine.recording.reader import RECORDED_NODES, open_session
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec, ScheduleStep
 from flowdeck.tui.replay import load_replay
 from tests.engine.updates import collect_updates
@@ -107,7 +108,11 @@ async def test_session_ticks_are_the_live_ticks(
         schedule=(ScheduleStep(2.0, Change(Setting.INFLIGHT, 50.0)),),
     )
     controller = Controller(
-        spec, broker=Broker.parse(shared_uri), sessions_root=tmp_path, workers=workers, cleanup=True
+        spec,
+        broker=Broker.parse(shared_uri),
+        recording=RunRecording(tmp_path),
+        workers=workers,
+        cleanup=True,
     )
     samples: list[BrokerSample] = []
     controller.add_listener(lambda u: samples.append(u) if isinstance(u, BrokerSample) else None)
