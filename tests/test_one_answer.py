@@ -36,6 +36,7 @@ from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import RunEvent
 from flowdeck.engine.progress import Tick
 from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.sinks import NullSink
 from flowdeck.engine.spec import ScheduleStep
 from flowdeck.figures import RunFigures
@@ -101,7 +102,7 @@ def test_six_places_give_one_answer(
         ),
     )
     controller = Controller(
-        spec, broker=Broker.parse(shared_uri), sessions_root=tmp_path, drain_seconds=2,
+        spec, broker=Broker.parse(shared_uri), recording=RunRecording(tmp_path), drain_seconds=2,
         cleanup=True,
     )  # fmt: skip
     screen = Screen()

@@ -22,6 +22,7 @@ from flowdeck.collectors import Broker, LocalBroker
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec, ScheduleStep
 from flowdeck.figures import Trend, Verdict, trend_of
 from tests.private_nodes import PrivateNodes
@@ -64,7 +65,7 @@ async def test_a_backlog_drained_at_a_low_limit_is_not_the_recommendation(
     controller = Controller(
         spec,
         broker=Broker.parse(node.uri, management_url=node.management_url),
-        sessions_root=tmp_path,
+        recording=RunRecording(tmp_path),
         drain_seconds=5,
         cleanup=True,
     )
