@@ -165,7 +165,10 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
         "or a bound is passed, and leave the run at the report's recommended value.",
     )
     group.add_argument(
-        "--autotune", metavar="SETTING", help="search this setting: inflight, prefetch or ack_every"
+        "--autotune",
+        metavar="SETTING",
+        help="search this setting: inflight, prefetch or ack_every (the best value), or rate "
+        "(the highest rate this broker sustains for the spec: its capacity)",
     )
     group.add_argument(
         "--autotune-max-p99",

@@ -133,6 +133,14 @@ def summary_document(
             }
             for sweep in (() if figures is None else figures.sweeps)
         ],
+        "capacity": None
+        if figures is None or figures.capacity is None
+        else {
+            "rate": figures.capacity.rate,
+            "per_publisher": figures.capacity.per_publisher,
+            "broke_at": figures.capacity.broke_at,
+            "reasoning": list(figures.capacity.reasoning),
+        },
         "thresholds": [result.to_json() for result in thresholds],
         "thresholds_passed": all(result.passed for result in thresholds),
     }
@@ -177,6 +185,8 @@ def print_phases(figures: RunFigures, out: TextIO) -> None:
         )
     for sweep in figures.sweeps:
         lines.append(sweep.recommendation.reasoning[-1])
+    if figures.capacity is not None:
+        lines.append(figures.capacity.reasoning[-1])
     out.write("\n".join(lines) + "\n")
     out.flush()
 

@@ -196,7 +196,10 @@ def throughput_table(figures: SessionFigures) -> Table:
         "over the seconds not paused, empty when publishers have no rate limit. The drain "
         "phase is the seconds after publishing stopped at the run's end. Recommended: "
         f"{RECOMMENDED_MARK} on the phase the first sweep's recommendation stands on.",
-        reasoning=whole_run_lines(figures),
+        reasoning=(
+            *whole_run_lines(figures),
+            *(() if figures.run.capacity is None else figures.run.capacity.reasoning),
+        ),
     )
 
 
