@@ -4,8 +4,8 @@ Spark reads the recorded tables and reduces them, in DataFrame/SQL only (no Pyth
 so it runs on the executors of any cluster), to small frames that reach the driver through
 Arrow: a row per session and second (client figures summed over workers), a row per fresh
 broker poll, a row per phase and latency bucket (counts summed over workers and seconds),
-and a row per second with the chart's e2e percentiles (from each second's histogram in one
-pass). The per-phase statistics over those rows are ``figures.stats``'s.
+and a row per second with the chart's e2e percentiles p50 to p99.9 (from each second's
+histogram in one pass). The per-phase statistics over those rows are ``figures.stats``'s.
 
 Rules (``docs/reports.md`` states them for readers of a report):
 
@@ -66,14 +66,14 @@ class Measurements:
     session_client: list[Row]  # session, seconds, whole-run rate means, totals
     phase_broker: list[Row]  # session, phase, depth start/end/slope, memory, alarm seconds
     seconds: list[Row]  # session, phase, sec, publish/confirm/consume rate, pending, ...
-    second_latency: list[Row]  # session, sec, kind, basis, p50, p99 (µs)
+    second_latency: list[Row]  # session, sec, kind, basis, p50, p75, p95, p99, p999 (µs)
     broker_polls: list[Row]  # session, sec (float), queue_ready, mem_used, alarms
     #: Runs whose workers ran on Spark hosts only: session, host, workers, lost, counts,
     #: rates and e2e p50/p99 (``spark_reports.hosts``).
     host_client: list[Row] = field(default_factory=list)
 
 
-#: The per-second latencies the timeline chart draws (p50 and p99 of these).
+#: The per-second latencies the timeline chart draws (:data:`SECOND_PERCENTILES` of these).
 CHART_LATENCY_KIND = "e2e"
 CLIENT_COLUMNS = (
     "worker", "interval_s", "published", "confirmed", "consumed", "nacked", "returned",
@@ -109,38 +109,60 @@ def with_second_and_phase(session: Session, frame: DataFrame) -> DataFrame:
     return rows.withColumn("phase", phase_at(session, middle))
 
 
-def second_percentiles(rows: DataFrame) -> DataFrame:
-    """p50 and p99 per session, second, kind and basis, from each second's bucket rows in
-    one aggregation: the buckets of all workers gathered in value order (a value repeated
-    across workers sits together), then one pass keeps the running count and takes the
-    first value reaching each rank — no window, no sort of the whole table."""
-    grouped = rows.groupBy("session", "sec", "kind", "basis").agg(
+#: The percentiles the timeline draws each second, as (column, percentile): the seed's
+#: latency lines (PerfTest's p50, p75, p95, p99 and p99.9).
+SECOND_PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("p50", 50.0), ("p75", 75.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9),
+)  # fmt: skip
+
+
+def bucket_percentiles(
+    rows: DataFrame,
+    keys: Sequence[str],
+    percentiles: Sequence[tuple[str, float]],
+    carry: Sequence[Column] = (),
+) -> DataFrame:
+    """The ``percentiles`` (one column each, µs) per group of ``keys``, from the group's
+    bucket rows in one aggregation: the buckets of all workers gathered in value order (a
+    value repeated across workers sits together), then one pass keeps the running count and
+    takes the first value reaching each rank — ``max(1, int(q × total / 100 + 0.5))``, an
+    HDR histogram's own rule — with no window and no sort of the whole table. ``carry``:
+    more aggregates of the group to keep beside them."""
+    grouped = rows.groupBy(*keys).agg(
         F.sort_array(F.collect_list(F.struct("value_us", "count"))).alias("buckets"),
         F.sum("count").alias("total"),
+        *carry,
     )
 
-    def rank(q: int) -> Column:
-        wanted = F.lit(float(q)) * F.col("total").cast("double") / F.lit(100.0) + F.lit(0.5)
+    def rank(q: float) -> Column:
+        wanted = F.lit(q) * F.col("total").cast("double") / F.lit(100.0) + F.lit(0.5)
         return F.greatest(F.lit(1).cast("long"), wanted.cast("long"))
 
     empty = F.struct(
         F.lit(0).cast("long").alias("running"),
-        F.lit(None).cast("long").alias("p50"),
-        F.lit(None).cast("long").alias("p99"),
+        *(F.lit(None).cast("long").alias(name) for name, _ in percentiles),
     )
 
     def step(acc: Column, bucket: Column) -> Column:
         running = acc["running"] + bucket["count"]
         return F.struct(
             running.alias("running"),
-            F.coalesce(acc["p50"], F.when(running >= rank(50), bucket["value_us"])).alias("p50"),
-            F.coalesce(acc["p99"], F.when(running >= rank(99), bucket["value_us"])).alias("p99"),
+            *(
+                F.coalesce(acc[name], F.when(running >= rank(q), bucket["value_us"])).alias(name)
+                for name, q in percentiles
+            ),
         )
 
+    kept = [name for name in grouped.columns if name not in ("buckets", "total")]
     found = grouped.filter(F.col("total") > 0).select(
-        "session", "sec", "kind", "basis", F.aggregate("buckets", empty, step).alias("found")
+        *kept, F.aggregate("buckets", empty, step).alias("found")
     )
-    return found.select("session", "sec", "kind", "basis", "found.p50", "found.p99")
+    return found.select(*kept, *(f"found.{name}" for name, _ in percentiles))
+
+
+def second_percentiles(rows: DataFrame) -> DataFrame:
+    """:data:`SECOND_PERCENTILES` per session, second, kind and basis."""
+    return bucket_percentiles(rows, ("session", "sec", "kind", "basis"), SECOND_PERCENTILES)
 
 
 def _collect(frame: DataFrame) -> list[Row]:
@@ -212,17 +234,16 @@ def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
             F.sum("count").alias("count")
         )
     )
-    second_latency = _collect(
-        second_percentiles(located.filter(F.col("kind") == CHART_LATENCY_KIND))
-    )
+    charted = located.filter(F.col("kind") == CHART_LATENCY_KIND)
+    second_latency = _collect(second_percentiles(charted))
     second_latency.sort(key=lambda r: (r["session"], r["sec"]))
     host_client = _host_figures(located, sessions, clients)
     starts = {s.key: (s.start_us, s.phases) for s in sessions}
-    charted = ("queue_ready", "queue_unacked", "mem_used", "mem_limit", "mem_alarm",
-               "disk_alarm", "unconfirmed")  # fmt: skip
+    polled = ("queue_ready", "queue_unacked", "mem_used", "mem_limit", "mem_alarm",
+              "disk_alarm", "unconfirmed")  # fmt: skip
     broker_polls = [
         {"session": session, "sec": (row["t_us"] - starts[session][0]) / 1e6,
-         **{k: row[k] for k in charted}}
+         **{k: row[k] for k in polled}}
         for session, rows in sorted(polls_by_session.items())
         for row in rows
     ]  # fmt: skip
