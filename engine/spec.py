@@ -155,6 +155,14 @@ FIELDS: dict[str, FieldInfo] = {
     "ack_every": _steerable_field("ack_every"),
     "auto_ack": FieldInfo(bool, "consume with automatic acknowledgement"),
     "duration": FieldInfo(float, "how long the run lasts", 1, 7 * 24 * 3600, unit="s"),
+    "interval": FieldInfo(
+        int,
+        "length of the report's latency intervals (PerfTest's --interval): per phase, the "
+        "most any interval's p75, p95 and p99 reached",
+        1,
+        3600,
+        unit="s",
+    ),
     "workers": FieldInfo(int, "worker processes; 0 = in-process, -1 = one per spare core", -1, 64),
     "schedule": FieldInfo(list, 'timed changes: [{at = 60, change = "inflight=200"}, ...]'),
     "thresholds": FieldInfo(
@@ -204,6 +212,7 @@ class RunSpec:
     ack_every: int = 1
     auto_ack: bool = False
     duration: float = 60.0
+    interval: int = 1
     workers: int = -1
     schedule: tuple[ScheduleStep, ...] = ()
     thresholds: tuple[str, ...] = ()

@@ -28,6 +28,7 @@ from flowdeck.spark_reports.figures import (
     sweep_table,
     throughput_table,
 )
+from flowdeck.spark_reports.intervals import interval_maxima, interval_table
 from flowdeck.spark_reports.measure import Measurements, measure
 from flowdeck.spark_reports.render import (
     Chart,
@@ -158,6 +159,7 @@ def build_report(
     seconds = _group(measured.seconds)
     second_latency = _group(measured.second_latency)
     polls = _group(measured.broker_polls)
+    maxima = interval_maxima(measured.interval_latency)
     # one y range for every run's timeline and broker chart: the runs read side by side
     keys = [f.session.key for f in all_figures]
     limits = charts.shared_limits(
@@ -181,6 +183,7 @@ def build_report(
         session_tables = [
             throughput_table(figures),
             latency_table(figures),
+            interval_table(figures, maxima),
         ]
         session_tables.append(broker_table(figures))
         per_host = hosts_table(figures)

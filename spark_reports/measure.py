@@ -32,6 +32,10 @@ Rules (``docs/reports.md`` states them for readers of a report):
   ``value_us``; the q-th percentile is the first value whose running count reaches
   ``max(1, int(q * total / 100 + 0.5))`` — exactly what an HDR histogram merged from them
   reports (``engine.latency.percentile_from_buckets``).
+* Latency intervals (the run's ``interval``, PerfTest's ``--interval``): each phase cut
+  into intervals of that many seconds from its first second; an interval's p75, p95 and
+  p99 from its bucket rows summed, by the rule above. The most per phase is
+  ``intervals.interval_maxima``'s.
 * Broker: only fresh polls (``stale_reason`` empty) of one source per session (the one
   with most polls); a poll belongs to the phase in force when it was taken. Queue depth is
   the ready count summed over the run's queues; its slope is the least-squares slope over
@@ -53,6 +57,7 @@ from flowdeck.figures import active, stats
 from flowdeck.figures.phases import HALF_SECOND_US
 from flowdeck.figures.stats import Row
 from flowdeck.spark_reports import hosts
+from flowdeck.spark_reports.intervals import INTERVAL_PERCENTILES
 from flowdeck.spark_reports.sessions import Session, read_table, small_table
 
 
@@ -71,6 +76,9 @@ class Measurements:
     #: Runs whose workers ran on Spark hosts only: session, host, workers, lost, counts,
     #: rates and e2e p50/p99 (``spark_reports.hosts``).
     host_client: list[Row] = field(default_factory=list)
+    #: Per session, phase, interval, kind and basis of the chart's latency kind: the
+    #: interval's seconds with latencies and its p75, p95, p99 (µs) (``intervals``).
+    interval_latency: list[Row] = field(default_factory=list)
 
 
 #: The per-second latencies the timeline chart draws (:data:`SECOND_PERCENTILES` of these).
@@ -165,6 +173,41 @@ def second_percentiles(rows: DataFrame) -> DataFrame:
     return bucket_percentiles(rows, ("session", "sec", "kind", "basis"), SECOND_PERCENTILES)
 
 
+def interval_of(session: Session) -> int:
+    """The session's latency interval in seconds: its spec's ``interval`` (PerfTest's
+    ``--interval``), 1 for a session recorded before runs had one."""
+    value = session.manifest.spec.get("interval")
+    return int(value) if isinstance(value, int | float) and value >= 1 else 1
+
+
+def with_interval(session: Session, frame: DataFrame) -> DataFrame:
+    """:func:`with_second_and_phase`, and the ``interval`` of the phase each row's second
+    falls in (intervals of :func:`interval_of` seconds from the phase's first second) with
+    that length as ``interval_s``: the keys of the interval percentiles."""
+    rows = with_second_and_phase(session, frame)
+    length = interval_of(session)
+    first: Column = F.lit(0)
+    for phase in session.phases:
+        # the first second whose middle is in the phase
+        begin = -(-(phase.begin_us - session.start_us - HALF_SECOND_US) // 1_000_000)
+        first = F.when(F.col("phase") == phase.index, max(0, begin)).otherwise(first)
+    offset = F.greatest(F.col("sec") - first, F.lit(0))
+    return rows.withColumn("interval", F.floor(offset / F.lit(length)).cast("long")).withColumn(
+        "interval_s", F.lit(length)
+    )
+
+
+def interval_percentiles(rows: DataFrame) -> DataFrame:
+    """The :data:`intervals.INTERVAL_PERCENTILES` of each phase's intervals (rows of
+    :func:`with_interval`), with the count of seconds each interval had latencies in."""
+    return bucket_percentiles(
+        rows,
+        ("session", "phase", "interval", "interval_s", "kind", "basis"),
+        INTERVAL_PERCENTILES,
+        carry=(F.countDistinct("sec").alias("seconds"),),
+    )
+
+
 def _collect(frame: DataFrame) -> list[Row]:
     """A small frame's rows through Arrow (one columnar transfer, not a Row per object)."""
     rows: list[Row] = frame.toArrow().to_pylist()
@@ -228,7 +271,7 @@ def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
     polls_by_session = stats.chosen_polls(fresh)
     # The bucket rows are the bulk of a session: Spark sums them per phase and bucket (a
     # few hundred rows per phase), and takes each second's chart percentiles in one pass.
-    located = read_table(spark, sessions, LATENCY_DIR, with_second_and_phase)
+    located = read_table(spark, sessions, LATENCY_DIR, with_interval)
     buckets = _collect(
         located.groupBy("session", "phase", "kind", "basis", "value_us").agg(
             F.sum("count").alias("count")
@@ -237,6 +280,7 @@ def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
     charted = located.filter(F.col("kind") == CHART_LATENCY_KIND)
     second_latency = _collect(second_percentiles(charted))
     second_latency.sort(key=lambda r: (r["session"], r["sec"]))
+    interval_latency = _collect(interval_percentiles(charted))
     host_client = _host_figures(located, sessions, clients)
     starts = {s.key: (s.start_us, s.phases) for s in sessions}
     polled = ("queue_ready", "queue_unacked", "mem_used", "mem_limit", "mem_alarm",
@@ -257,6 +301,7 @@ def measure(spark: SparkSession, sessions: Sequence[Session]) -> Measurements:
         second_latency=second_latency,
         broker_polls=broker_polls,
         host_client=host_client,
+        interval_latency=interval_latency,
     )
 
 

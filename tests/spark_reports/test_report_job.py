@@ -38,7 +38,7 @@ CLASSIC = [
 def sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SyntheticSession]:
     root = tmp_path_factory.mktemp("sessions")
     return {
-        "quorum": write_session(root, "quorum-sweep", SWEEP, seed=7),
+        "quorum": write_session(root, "quorum-sweep", SWEEP, seed=7, interval=5),
         "classic": write_session(root, "classic-sweep", CLASSIC, seed=8, queue_type="classic"),
         "drained": write_session(
             root, "drained-sweep", DRAINED, seed=9, drain_seconds=6, exact_histograms=False
@@ -116,6 +116,30 @@ def test_latency_percentiles_are_exactly_the_hdr_merge(
             assert num(row[f"p{q}"]) == want[f"p{q}"] / 1000
             assert want[f"p{q}"] == merged.get_value_at_percentile(q)
         assert num(row["max"]) == want["max"] / 1000 == merged.get_max_value() / 1000
+
+
+def test_the_most_of_each_phases_intervals_is_each_intervals_own_percentiles(
+    single: Report, sessions: dict[str, SyntheticSession]
+) -> None:
+    """The run's interval is 5 s: each 20 s phase is four intervals, each with the
+    percentiles of its own latencies (merged over workers and its seconds), and the
+    table gives the largest of them per phase (the low-latency write-up's max p99/p95/p75)."""
+    session = sessions["quorum"]
+    rows = read_csv(single.out_dir / "quorum-sweep-intervals.csv")
+    assert [int(r["phase"]) for r in rows] == [0, 1, 2]
+    for row, bounds in zip(rows, exp.phase_bounds(session), strict=True):
+        latency = exp.rows_in(session.latency, bounds)
+        seconds = sorted({exp.unix(r) for r in latency})
+        intervals = [set(seconds[i : i + 5]) for i in range(0, len(seconds), 5)]
+        assert int(row["intervals"]) == len(intervals) == 4
+        each = [
+            exp.percentiles_us([r for r in latency if exp.unix(r) in i], "e2e", "actual")
+            for i in intervals
+        ]
+        for q in (75, 95, 99):
+            assert num(row[f"max p{q}"]) == max(e[f"p{q}"] for e in each) / 1000
+        whole = exp.percentiles_us(latency, "e2e", "actual")
+        assert num(row["whole-phase p99"]) == whole["p99"] / 1000
 
 
 def test_flow_broker_figures_and_verdicts(
