@@ -331,14 +331,15 @@ def run_command(args: argparse.Namespace) -> int:
 def _run_matrix(args: argparse.Namespace) -> int:
     """``--matrix benchN``: the benchmark's figure presets as consecutive recorded runs,
     then their session ids and the one report command over them. A run refused for its
-    input (exit 2) stops the matrix; a failed one does not. With ``--step`` a run without
-    a schedule (no confirms) lasts as many steps as its preset holds sweep steps."""
-    from flowdeck.engine import FIGURES, SWEEP_PHASE_SECONDS, matrix, preset
+    input (exit 2) stops the matrix; a failed one does not. ``--step`` and ``--duration``
+    apply as :func:`matrix_run_args` says."""
+    from flowdeck.engine import FIGURES, matrix
 
     if args.preset or args.spec or getattr(args, "perftest", None):
         raise SpecError("matrix", "--matrix picks the presets itself: drop --preset/--spec")
     names = matrix(args.matrix)
-    step = parse_duration(args.step, "step") if getattr(args, "step", None) else None
+    if getattr(args, "step", None):
+        parse_duration(args.step, "step")  # a bad --step: exit 2 before the first run
     figure_of = {f.preset: f.number for f in FIGURES.values()}
     codes: list[tuple[str, int]] = []
     sessions: list[str] = []
@@ -348,12 +349,7 @@ def _run_matrix(args: argparse.Namespace) -> int:
             f"(fig {figure_of[name]} of the seed)",
             flush=True,
         )
-        one = argparse.Namespace(**{**vars(args), "matrix": None, "preset": name})
-        if step is not None and not preset(name).schedule:
-            one.step = None
-            if one.duration is None:
-                steps = preset(name).duration / SWEEP_PHASE_SECONDS
-                one.duration = f"{steps * step:g}s"
+        one = matrix_run_args(args, name)
         try:
             code, session_dir = _run_recorded(one)
         except FlowdeckError as exc:  # said now, so the matrix's last line can follow
@@ -367,6 +363,25 @@ def _run_matrix(args: argparse.Namespace) -> int:
     print(f"matrix {args.matrix}: " + ", ".join(f"{name} exit {code}" for name, code in codes))
     print_matrix_sessions(args, sessions)
     return max(code for _, code in codes)
+
+
+def matrix_run_args(args: argparse.Namespace, name: str) -> argparse.Namespace:
+    """The flags of the matrix's run of preset ``name``: the matrix's own, for that preset.
+    With ``--step`` a sweep takes it (not ``--duration``), and a run without a schedule
+    takes ``--duration`` or, without one, as many steps as its preset holds sweep steps."""
+    from flowdeck.engine import SWEEP_PHASE_SECONDS, preset
+
+    one = argparse.Namespace(**{**vars(args), "matrix": None, "preset": name})
+    if not getattr(args, "step", None):
+        return one
+    if preset(name).schedule:
+        one.duration = None
+    else:
+        one.step = None
+        if one.duration is None:
+            steps = preset(name).duration / SWEEP_PHASE_SECONDS
+            one.duration = f"{steps * parse_duration(args.step, 'step'):g}s"
+    return one
 
 
 def print_matrix_sessions(args: argparse.Namespace, sessions: list[str]) -> None:

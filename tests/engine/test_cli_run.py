@@ -114,6 +114,29 @@ def test_a_scaled_sweep_preset_runs_end_to_end_with_json(
     assert sum("in effect in every worker" in line for line in progress) == 6
 
 
+@pytest.mark.parametrize(
+    ("flags", "sweep", "no_confirms"),
+    [
+        (["--step", "10s"], 60, 20),  # a run without a schedule: its preset's 2 steps
+        (["--duration", "30s"], 30, 30),
+        (["--step", "10s", "--duration", "45s"], 60, 45),  # each takes its own
+    ],
+)
+def test_the_matrix_gives_each_run_its_length(
+    flags: list[str], sweep: float, no_confirms: float
+) -> None:
+    from flowdeck.cli import build_parser
+    from flowdeck.cli.import_perftest import spec_from_run_args
+    from flowdeck.cli.run import matrix_run_args
+
+    args = build_parser().parse_args(["run", "--matrix", "bench2", "--scale", "0.05", *flags])
+    lengths = {
+        name: spec_from_run_args(matrix_run_args(args, name)).duration
+        for name in ("bench2-sweep", "bench2-mirrored-noconfirms")
+    }
+    assert lengths == {"bench2-sweep": sweep, "bench2-mirrored-noconfirms": no_confirms}
+
+
 @pytest.mark.broker
 @pytest.mark.timeout(180)
 def test_step_holds_each_phase_that_long_and_the_duration_follows(
