@@ -1,11 +1,12 @@
-"""`flowdeck broker start|status|stop|restart|kill`: a private RabbitMQ node or cluster for
+"""`flowdeck broker start|status|uris|stop|restart|kill`: a private RabbitMQ node or cluster for
 demos, runs and node-loss drills.
 
 ``start`` launches a node of its own (own name, ports, data dir, management and prometheus
 plugins, statistics every second), prints where it is and leaves it running, keeping its
 state in a small file under the user's state directory so ``status`` and ``stop`` find
 it. ``start --foreground`` keeps the node until Ctrl-C and then stops it. ``start --nodes
-3`` starts a private cluster instead (``LocalCluster``: the seed's three nodes).
+3`` starts a private cluster instead (``LocalCluster``: the seed's three nodes); its ``uri``
+line is the one ``--uri`` value naming every node, which ``uris`` prints alone.
 
 A node ``start`` leaves running belongs to the user until ``stop``: it outlives the
 command (``LocalBroker.detach``). ``stop --keep-data`` stops it and keeps its data and
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import signal
+import sys
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,6 +86,14 @@ def register(subparsers: Any) -> None:
         "private nodes other flowdeck processes (cockpit, run) started, with their owner",
     )
     status.set_defaults(handler=_status)
+    uris = actions.add_parser(
+        "uris",
+        help="print the one --uri value naming every node of the running node or cluster",
+        description="Print the --uri value of the node or cluster `flowdeck broker start` "
+        "left running: every node's AMQP URI, comma-separated, alone on one line, so "
+        'flowdeck run --uri "$(flowdeck broker uris)" runs against all of them.',
+    )
+    uris.set_defaults(handler=_uris)
     stop = actions.add_parser(
         "stop",
         help="stop the node (the whole cluster) and remove its data; or stop NODE of the "
@@ -329,15 +339,37 @@ def _print_cluster(cluster: LocalCluster, owner: str = "") -> None:
             f"{where}"
         )
     first = next((node for node in cluster.nodes if node.running), cluster.nodes[0])
-    others = "their address and port" if cluster.network is not None else "their port"
-    print(f"uri         {first.uri}  (node {_number_of(cluster, first)}; the others: {others})")
-    print(f"management  {first.management_url}  (guest/guest; any node's {others[6:]})")
+    others = "address and port" if cluster.network is not None else "port"
+    print(f"uri         {uri_value(cluster)}")
+    print("            (every node, as --uri takes it; alone: flowdeck broker uris)")
+    print(f"management  {first.management_url}  (guest/guest; any node's {others})")
     if cluster.network is not None:
         print(
             f"network     bridge {cluster.network.bridge} {cluster.network.gateway}/24; "
             f"partition handling {cluster.partition_handling or 'ignore'}"
         )
     print(f"data        {cluster.base_dir}")
+
+
+def uri_value(found: LocalBroker | LocalCluster) -> str:
+    """The ``--uri`` value that names every node of ``found``, comma-separated, in node
+    order: a run given it spreads its clients over the nodes."""
+    from flowdeck.collectors import Broker, LocalCluster
+
+    uris = found.uris if isinstance(found, LocalCluster) else [found.uri]
+    return Broker.parse(uris).uri_list
+
+
+def _uris(args: argparse.Namespace) -> int:
+    """``uris``: the one ``--uri`` value of the node or cluster ``start`` left, alone on
+    stdout (``flowdeck run --uri "$(flowdeck broker uris)"``); exit 1 when none runs."""
+    del args
+    found = started_state()
+    if found is None or not found.running:
+        print("no private node is running (start one: flowdeck broker start)", file=sys.stderr)
+        return 1
+    print(uri_value(found))
+    return 0
 
 
 def _number_of(cluster: LocalCluster, node: LocalBroker) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -127,6 +128,12 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
         help="how long the run lasts: 30, 30s, 5m, 1h; stretches a preset's schedule to fit",
     )
     source.add_argument(
+        "--step",
+        metavar="TIME",
+        help="how long each phase of the schedule lasts (60s: a 6-step sweep runs 6 min); "
+        "the run's duration follows from the steps",
+    )
+    source.add_argument(
         "--change",
         metavar="AT:CHANGE",
         action="append",
@@ -218,14 +225,32 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
             spec = spec.scaled(scale)
     if values:
         spec = spec_from_mapping(values, spec)
+    return with_timing(spec, args)
+
+
+def with_timing(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
+    """The spec with the flags about time: ``--duration`` (the spec's schedule stretched
+    to fit), ``--schedule`` and ``--change`` (at the times they say), and ``--step`` (each
+    phase of the resulting schedule that long, the duration following). SpecError when
+    both ``--step`` and ``--duration`` are given."""
+    step = getattr(args, "step", None)
+    if step is not None and args.duration is not None:
+        raise SpecError(
+            "step",
+            "give --step (each phase's length; the duration follows) or --duration, not both",
+        )
     if args.duration is not None:
         spec = spec.with_duration(parse_duration(args.duration))  # RunSpec checks the range
     steps = list(spec.schedule)
     if getattr(args, "schedule", None) is not None:
         steps = parse_schedule_flag(args.schedule)
-    steps += [parse_step(text) for text in args.change]
+    steps += [parse_step(text) for text in getattr(args, "change", None) or []]
     if steps != list(spec.schedule):
+        if step is not None:  # the steps' times are re-spaced below: any within the run
+            spec = replace(spec, duration=max([spec.duration, *(s.at + 1 for s in steps)]))
         spec = spec_from_mapping({"schedule": sorted(steps, key=lambda s: s.at)}, spec)
+    if step is not None:
+        spec = spec.with_step(parse_duration(step, "step"))
     return spec
 
 

@@ -17,10 +17,8 @@ import tomli_w
 
 from flowdeck.cli.common import (
     flag_values,
-    parse_duration,
-    parse_schedule_flag,
-    parse_step,
     spec_from_args,
+    with_timing,
 )
 from flowdeck.engine import (
     RunSpec,
@@ -117,12 +115,4 @@ def spec_from_run_args(args: argparse.Namespace) -> RunSpec:
     values = flag_values(args)
     if values:
         spec = spec_from_mapping(values, spec)
-    if args.duration is not None:
-        spec = spec.with_duration(parse_duration(args.duration))
-    steps = list(spec.schedule)
-    if getattr(args, "schedule", None) is not None:
-        steps = parse_schedule_flag(args.schedule)
-    steps += [parse_step(change) for change in args.change]
-    if steps != list(spec.schedule):
-        spec = spec_from_mapping({"schedule": sorted(steps, key=lambda s: s.at)}, spec)
-    return spec
+    return with_timing(spec, args)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shlex
 import signal
 import ssl
 import sys
@@ -335,35 +336,82 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def _run_matrix(args: argparse.Namespace) -> int:
-    """``--matrix benchN``: the benchmark's figure presets as consecutive recorded runs.
-    A run refused for its input (exit 2) stops the matrix; a failed one does not."""
+    """``--matrix benchN``: the benchmark's figure presets as consecutive recorded runs,
+    then their session ids and the one report command over them. A run refused for its
+    input (exit 2) stops the matrix; a failed one does not. ``--step`` and ``--duration``
+    apply as :func:`matrix_run_args` says."""
     from flowdeck.engine import FIGURES, matrix
 
     if args.preset or args.spec or getattr(args, "perftest", None):
         raise SpecError("matrix", "--matrix picks the presets itself: drop --preset/--spec")
     names = matrix(args.matrix)
+    if getattr(args, "step", None):
+        parse_duration(args.step, "step")  # a bad --step: exit 2 before the first run
     figure_of = {f.preset: f.number for f in FIGURES.values()}
     codes: list[tuple[str, int]] = []
+    sessions: list[str] = []
     for index, name in enumerate(names, 1):
         print(
             f"matrix {args.matrix}: run {index} of {len(names)}: {name} "
             f"(fig {figure_of[name]} of the seed)",
             flush=True,
         )
-        one = argparse.Namespace(**{**vars(args), "matrix": None, "preset": name})
+        one = matrix_run_args(args, name)
         try:
-            code = _run_one(one)
+            code, session_dir = _run_recorded(one)
         except FlowdeckError as exc:  # said now, so the matrix's last line can follow
             print(f"flowdeck: {exc}", file=sys.stderr, flush=True)
-            code = 2 if isinstance(exc, SpecError) else 1
+            code, session_dir = (2 if isinstance(exc, SpecError) else 1), None
         codes.append((name, code))
+        if session_dir:
+            sessions.append(Path(session_dir).name)
         if code == 2 or code > 128:  # refused input, or interrupted: no next run
             break
     print(f"matrix {args.matrix}: " + ", ".join(f"{name} exit {code}" for name, code in codes))
+    print_matrix_sessions(args, sessions)
     return max(code for _, code in codes)
 
 
+def matrix_run_args(args: argparse.Namespace, name: str) -> argparse.Namespace:
+    """The flags of the matrix's run of preset ``name``: the matrix's own, for that preset.
+    With ``--step`` a sweep takes it (not ``--duration``), and a run without a schedule
+    takes ``--duration`` or, without one, as many steps as its preset holds sweep steps."""
+    from flowdeck.engine import SWEEP_PHASE_SECONDS, preset
+
+    one = argparse.Namespace(**{**vars(args), "matrix": None, "preset": name})
+    if not getattr(args, "step", None):
+        return one
+    if preset(name).schedule:
+        one.duration = None
+    else:
+        one.step = None
+        if one.duration is None:
+            steps = preset(name).duration / SWEEP_PHASE_SECONDS
+            one.duration = f"{steps * parse_duration(args.step, 'step'):g}s"
+    return one
+
+
+def print_matrix_sessions(args: argparse.Namespace, sessions: list[str]) -> None:
+    """The matrix's session ids, one a line, and the report command over them all."""
+    if not sessions:
+        return
+    print(f"matrix {args.matrix}: {len(sessions)} session(s)")
+    for session in sessions:
+        print(f"  {session}")
+    where = f" --sessions-dir {shlex.quote(args.sessions_dir)}" if args.sessions_dir else ""
+    print(
+        f"report: flowdeck report {' '.join(sessions)} --out report-{args.matrix}/{where}",
+        flush=True,
+    )
+
+
 def _run_one(args: argparse.Namespace) -> int:
+    return _run_recorded(args)[0]
+
+
+def _run_recorded(args: argparse.Namespace) -> tuple[int, str | None]:
+    """The run the flags describe: its exit code and its session's directory (None when
+    nothing was recorded)."""
     spec = with_thresholds(spec_from_run_args(args), args)  # a bad one: exit 2 now
     autotune = autotune_options(args)
     control = control_options(args)
@@ -427,7 +475,10 @@ def _run_one(args: argparse.Namespace) -> int:
     code = conclude(args, controller.spec, summary, controller.phase_table.figures(), progress)
     if placement is not None:
         print_hosts(placement.rows, progress)
-    return interrupted or code
+    recorded = summary.session_dir or None
+    if recorded is not None and not Path(recorded).is_dir():
+        recorded = None
+    return (interrupted or code), recorded
 
 
 async def _run(

@@ -15,7 +15,14 @@ from flowdeck.engine.change import (
 )
 from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
-from flowdeck.engine.presets import DEFAULT_PRESET, FIGURES, PRESETS, matrix, preset
+from flowdeck.engine.presets import (
+    DEFAULT_PRESET,
+    FIGURES,
+    PRESETS,
+    SWEEP_PHASE_SECONDS,
+    matrix,
+    preset,
+)
 from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick
 from flowdeck.engine.settings import (
     BY_SETTING,
@@ -228,6 +235,7 @@ __all__ = [
     "SESSIONS_DIR_ENV",
     "STATE_ENV",
     "STEERABLE",
+    "SWEEP_PHASE_SECONDS",
     "THRESHOLDS_FAILED_EXIT",
     "UNCHECKED_CONNECTIONS_LIMIT",
     "UNDELIVERED_EXIT",

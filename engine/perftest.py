@@ -54,6 +54,7 @@ PERFTEST_DEFAULTS: Mapping[str, Any] = {
     "prefetch": 0,
     "ack_every": 1,
     "auto_ack": False,
+    "interval": 1,
     "schedule": [],
 }
 
@@ -349,7 +350,6 @@ def _unsupported_values(given: Sequence[_Given]) -> list[str]:
         "consumer-channel-count": ("1", "flowdeck opens one channel per consumer"),
         "ptxsize": ("0", "flowdeck publishes without transactions"),
         "ctxsize": ("0", "flowdeck acks without transactions"),
-        "interval": ("1", "flowdeck samples every second"),
     }
     for long, (allowed, reason) in only.items():
         g = _last(given, long)
@@ -447,6 +447,8 @@ def _mapping(given: Sequence[_Given]) -> dict[str, Any]:
         out["message_size"] = size
     if (g := opt("time")) is not None:
         out["duration"] = float(_int(g, _value(g), 1))
+    if (g := opt("interval")) is not None:
+        out["interval"] = _int(g, _value(g), 1)
     flags = _all_values(given, "flag")
     if "persistent" in flags:
         out["persistent"] = True

@@ -156,6 +156,14 @@ FIELDS: dict[str, FieldInfo] = {
     "ack_every": _steerable_field("ack_every"),
     "auto_ack": FieldInfo(bool, "consume with automatic acknowledgement"),
     "duration": FieldInfo(float, "how long the run lasts", 1, 7 * 24 * 3600, unit="s"),
+    "interval": FieldInfo(
+        int,
+        "length of the report's latency intervals (PerfTest's --interval): per phase, the "
+        "most any interval's p75, p95 and p99 reached",
+        1,
+        3600,
+        unit="s",
+    ),
     "workers": FieldInfo(int, "worker processes; 0 = in-process, -1 = one per spare core", -1, 64),
     "schedule": FieldInfo(list, 'timed changes: [{at = 60, change = "inflight=200"}, ...]'),
     "thresholds": FieldInfo(
@@ -205,6 +213,7 @@ class RunSpec:
     ack_every: int = 1
     auto_ack: bool = False
     duration: float = 60.0
+    interval: int = 1
     workers: int = -1
     schedule: tuple[ScheduleStep, ...] = ()
     thresholds: tuple[str, ...] = ()
@@ -380,6 +389,38 @@ class RunSpec:
         """
         factor = duration / self.duration
         steps = tuple(replace(s, at=round(s.at * factor, 3)) for s in self.schedule)
+        return replace(self, duration=duration, schedule=steps)
+
+    def with_step(self, step: float) -> RunSpec:
+        """The spec with every phase of its schedule ``step`` seconds long, and the run as
+        long as its phases: the schedule's k-th distinct time becomes k × ``step`` (steps
+        at one time stay together); when the first step is not at 0 the time before it is
+        a phase too. A 6-step sweep with ``step`` 60 lasts 360 s.
+
+        Where :meth:`with_duration` divides a run's length among its phases, this sets
+        the phase length and lets the length follow; SpecError for a spec without a
+        schedule (it has no phases to size)."""
+        if not step > 0:
+            raise SpecError("step", f"step must be more than 0 s, got {format_number(step)}")
+        if not self.schedule:
+            raise SpecError(
+                "step",
+                f"step sets how long each phase of a schedule lasts; {self.name} has no "
+                "schedule: give its length with duration instead",
+            )
+        times = sorted({s.at for s in self.schedule})
+        first = 0 if times[0] == 0 else 1  # a phase before the first step
+        phase_of = {at: index + first for index, at in enumerate(times)}
+        steps = tuple(replace(s, at=round(phase_of[s.at] * step, 3)) for s in self.schedule)
+        duration = (len(times) + first) * step
+        high = FIELDS["duration"].high or math.inf
+        if duration > high:
+            raise SpecError(
+                "step",
+                f"{len(times) + first} phases of {format_number(step)} s last "
+                f"{format_number(duration)} s, over the longest run of {format_number(high)} s; "
+                "give a shorter step",
+            )
         return replace(self, duration=duration, schedule=steps)
 
     def to_mapping(self) -> dict[str, Any]:

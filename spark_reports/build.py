@@ -15,6 +15,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
+from flowdeck.figures.intervals import interval_maxima
 from flowdeck.figures.stats import Row
 from flowdeck.spark_reports import charts, compare
 from flowdeck.spark_reports.figures import (
@@ -28,8 +29,15 @@ from flowdeck.spark_reports.figures import (
     sweep_table,
     throughput_table,
 )
+from flowdeck.spark_reports.intervals import interval_table
 from flowdeck.spark_reports.measure import Measurements, measure
-from flowdeck.spark_reports.render import Chart, Section, render, session_intro
+from flowdeck.spark_reports.render import (
+    Chart,
+    Section,
+    charts_markdown,
+    render,
+    session_intro,
+)
 from flowdeck.spark_reports.sessions import open_sessions
 from flowdeck.spark_reports.tables import Table
 
@@ -50,6 +58,8 @@ class Report:
     html_path: Path
     tables: tuple[Table, ...]
     figures: tuple[SessionFigures, ...]
+    #: Every chart's PNG and SVG file beside report.html, in the report's order.
+    charts: tuple[Path, ...]
     seconds: float
     #: One line per session or part file left out because it does not read.
     skipped: tuple[str, ...] = ()
@@ -65,19 +75,20 @@ def _group(rows: Sequence[Row]) -> dict[str, list[Row]]:
     return grouped
 
 
-#: A chart to draw: its title, the ``charts`` function's name and its arguments.
-ChartJob = tuple[str, str, tuple[Any, ...]]
+#: A chart to draw: its title, its files' stem, the ``charts`` function's name and its
+#: arguments.
+ChartJob = tuple[str, str, str, tuple[Any, ...]]
 
 
-def _draw(job: ChartJob) -> bytes | None:
-    _, function, args = job
-    drawn: bytes | None = getattr(charts, function)(*args)
-    return drawn
+def _draw(job: ChartJob) -> charts.Rendered | None:
+    _, _, function, args = job
+    figure = getattr(charts, function)(*args)
+    return None if figure is None else charts.rendered(figure)
 
 
 def draw_charts(jobs: Sequence[ChartJob]) -> list[Chart | None]:
-    """Draw the charts (PNG bytes), in parallel when there are many, in the order of
-    ``jobs``; None for a chart whose function draws nothing."""
+    """Draw the charts (PNG and SVG bytes), in parallel when there are many, in the order
+    of ``jobs``; None for a chart whose function draws nothing."""
     workers = min(os.cpu_count() or 1, len(jobs))
     if len(jobs) < PARALLEL_CHARTS_FROM or workers < 2:
         drawn = [_draw(job) for job in jobs]
@@ -87,14 +98,14 @@ def draw_charts(jobs: Sequence[ChartJob]) -> list[Chart | None]:
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
             drawn = list(pool.map(_draw, jobs))
-    return [None if png is None else Chart(title, png)
-            for (title, _, _), png in zip(jobs, drawn, strict=True)]  # fmt: skip
+    return [None if files is None else Chart(title, name, files.png, files.svg)
+            for (title, name, _, _), files in zip(jobs, drawn, strict=True)]  # fmt: skip
 
 
 def _comparison_charts(all_figures: Sequence[SessionFigures]) -> list[ChartJob]:
     """Per benchmark (runs putting the same load on the broker) and setting any of its
     runs sweeps: msg/s and p99 per step, one line per run, as the seeds draw them."""
-    names = compare.run_names(all_figures)
+    names = compare.chart_labels(all_figures)
     result: list[ChartJob] = []
     for group in compare.benchmarks(all_figures):
         if len(group) < 2:
@@ -102,7 +113,10 @@ def _comparison_charts(all_figures: Sequence[SessionFigures]) -> list[ChartJob]:
         runs = [(names[i], all_figures[i]) for i in group]
         for setting in SWEEP_SETTINGS:
             if any(sw.setting == setting for _, f in runs for sw in f.sweeps):
-                result.append((f"{setting} per run", "comparison_chart", (runs, setting)))
+                result.append(
+                    (f"{setting} per run", f"comparison-{setting}", "comparison_chart",
+                     (runs, setting))
+                )  # fmt: skip
     return result
 
 
@@ -146,17 +160,32 @@ def build_report(
     seconds = _group(measured.seconds)
     second_latency = _group(measured.second_latency)
     polls = _group(measured.broker_polls)
+    maxima = interval_maxima(measured.interval_latency)
+    # one y range for every run's timeline and broker chart: the runs read side by side
+    keys = [f.session.key for f in all_figures]
+    limits = charts.shared_limits(
+        (f, seconds.get(k, []), second_latency.get(k, []), polls.get(k, []))
+        for f, k in zip(all_figures, keys, strict=True)
+    )
     # Tables first, every chart to draw listed; the charts are drawn together, then each
     # section takes its own.
     parts: list[tuple[str, str, list[Table], list[ChartJob]]] = []
     tables: list[Table] = []
     if len(all_figures) > 1:
-        compared = [compare.sessions_table(all_figures), compare.comparison_table(all_figures)]
+        compared = [
+            compare.runs_table(all_figures),
+            compare.sessions_table(all_figures),
+            compare.comparison_table(all_figures),
+        ]
         parts.append(("Runs compared", "", compared, _comparison_charts(all_figures)))
         tables += compared
     for figures in all_figures:
         key = figures.session.key
-        session_tables = [throughput_table(figures), latency_table(figures)]
+        session_tables = [
+            throughput_table(figures),
+            latency_table(figures),
+            interval_table(figures, maxima),
+        ]
         session_tables.append(broker_table(figures))
         per_host = hosts_table(figures)
         if per_host is not None:
@@ -164,15 +193,16 @@ def build_report(
         session_tables += [sweep_table(figures, sweep) for sweep in figures.sweeps]
         session_tables.append(faults_table(figures))
         session_jobs: list[ChartJob] = [
-            ("throughput and latency over time", "timeline_chart",
-             (figures, seconds.get(key, []), second_latency.get(key, []))),
+            ("throughput and latency over time", f"{key}-timeline", "timeline_chart",
+             (figures, seconds.get(key, []), second_latency.get(key, []), limits)),
+            ("queue depth and memory", f"{key}-broker", "broker_chart",
+             (figures, polls.get(key, []), limits)),
         ]  # fmt: skip
-        session_jobs.append(
-            ("queue depth and memory", "broker_chart", (figures, polls.get(key, [])))
-        )
         session_jobs += [
-            (f"{sweep.setting} sweep", "sweep_chart", (figures, sweep)) for sweep in figures.sweeps
-        ]
+            (f"{sweep.setting} sweep", f"{key}-sweep-{sweep.setting}", "sweep_chart",
+             (figures, sweep))
+            for sweep in figures.sweeps
+        ]  # fmt: skip
         parts.append(
             (f"Session {figures.session.title}", session_intro(figures), session_tables,
              session_jobs)
@@ -190,6 +220,13 @@ def build_report(
     for table in tables:
         (out_dir / f"{table.name}.csv").write_text(table.to_csv(), encoding="utf-8")
         (out_dir / f"{table.name}.md").write_text(table.to_markdown(), encoding="utf-8")
+    chart_files: list[Path] = []
+    for section in sections:
+        for chart in section.charts:
+            png, svg = (out_dir / name for name in chart.files)
+            png.write_bytes(chart.png)
+            svg.write_bytes(chart.svg)
+            chart_files += [png, svg]
     heading = title or (
         f"flowdeck report: {all_figures[0].session.title}"
         if len(all_figures) == 1
@@ -201,7 +238,8 @@ def build_report(
         + ", ".join(f.session.uri for f in all_figures)
     )
     (out_dir / "report.md").write_text(
-        f"# {heading}\n\n{generated}\n\n" + "\n".join(t.to_markdown() for t in tables),
+        f"# {heading}\n\n{generated}\n\n"
+        + "\n".join([*(t.to_markdown() for t in tables), charts_markdown(sections)]),
         encoding="utf-8",
     )
     html_path = out_dir / "report.html"
@@ -212,6 +250,7 @@ def build_report(
         html_path=html_path,
         tables=tuple(tables),
         figures=tuple(all_figures),
+        charts=tuple(chart_files),
         seconds=time.monotonic() - began,
         skipped=tuple(skipped),
         stages=tuple(stages),

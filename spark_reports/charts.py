@@ -1,10 +1,16 @@
-"""The report's charts, drawn with matplotlib (Agg) into PNG bytes for inlining."""
+"""The report's charts, drawn with matplotlib (Agg): each a Figure, written as PNG (inlined
+in report.html and a file beside it) and SVG (a file) by :func:`rendered`.
+
+The runs of one report share their y-axes (:class:`ChartLimits`): a matrix's six timelines
+read against each other as the seed's figures do.
+"""
 
 from __future__ import annotations
 
 import io
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 import matplotlib
 
@@ -55,11 +61,83 @@ def _plain_log_x(axes: Axes) -> None:
     axes.tick_params(axis="x", which="minor", labelsize=7)
 
 
-def _png(figure: Figure) -> bytes:
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=110, bbox_inches="tight")
+@dataclass(frozen=True, slots=True)
+class Rendered:
+    """One chart as the files the report writes: PNG (also inlined in report.html) and SVG."""
+
+    png: bytes
+    svg: bytes
+
+
+def rendered(figure: Figure) -> Rendered:
+    """The figure as PNG and SVG bytes; the figure is closed."""
+    files = {}
+    for kind in ("png", "svg"):
+        buffer = io.BytesIO()
+        # svg.hashsalt: the same chart gives the same SVG ids each time
+        metadata = {"Date": None} if kind == "svg" else None  # no date: same chart, same file
+        with matplotlib.rc_context({"svg.hashsalt": "flowdeck"}):
+            figure.savefig(buffer, format=kind, dpi=110, bbox_inches="tight", metadata=metadata)
+        files[kind] = buffer.getvalue()
     plt.close(figure)
-    return buffer.getvalue()
+    return Rendered(files["png"], files["svg"])
+
+
+@dataclass(frozen=True, slots=True)
+class ChartLimits:
+    """The y ranges every run of a report is drawn on: msg/s from 0 to ``rate_high``,
+    latency (ms, log) from ``latency_low`` to ``latency_high``, ready messages from 0 to
+    ``depth_high``. None: each chart takes its own data's."""
+
+    rate_high: float | None = None
+    latency_low: float | None = None
+    latency_high: float | None = None
+    depth_high: float | None = None
+
+
+#: The e2e percentiles the timeline draws per second (the seed's lines), lightest first.
+TIMELINE_PERCENTILES: tuple[tuple[str, str, str], ...] = (
+    ("p50", "p50", "#fdd49e"),
+    ("p75", "p75", "#fdae6b"),
+    ("p95", "p95", "#f16913"),
+    ("p99", "p99", "#d94801"),
+    ("p999", "p99.9", "#7f2704"),
+)
+
+
+def _second_rates(seconds: Sequence[Row]) -> dict[int, dict[str, float]]:
+    """Per run second, the publish, confirm and consume msg/s summed over workers."""
+    per_second: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for row in seconds:
+        for name in RATE_COLOURS:
+            per_second[row["sec"]][name] += row[f"{name}_rate"] or 0.0
+    return per_second
+
+
+def shared_limits(
+    runs: Iterable[tuple[SessionFigures, Sequence[Row], Sequence[Row], Sequence[Row]]],
+) -> ChartLimits:
+    """The y ranges that hold every run's timeline and broker chart: ``runs`` gives, per
+    run, its figures, its per-second client rows, its per-second latency rows and its
+    broker polls."""
+    rate, depth = 0.0, 0.0
+    latencies: list[float] = []
+    for figures, seconds, latency, polls in runs:
+        rate = max([rate, *(v for r in _second_rates(seconds).values() for v in r.values())])
+        rate = max([rate, *(float(p.client["target_rate"]) for p in figures.phases
+                            if p.client.get("target_rate"))])  # fmt: skip
+        latencies += [row[q] / 1000 for row in latency for q, _, _ in TIMELINE_PERCENTILES
+                      if row.get(q)]  # fmt: skip
+        latencies += [row["p99"] / 1000 for row in latency
+                      if row["basis"] == "intended" and row.get("p99")]  # fmt: skip
+        depth = max([depth, *(float(row["queue_ready"]) for row in polls
+                              if row["queue_ready"] is not None)])  # fmt: skip
+    return ChartLimits(
+        rate_high=rate or None,
+        latency_low=min(latencies, default=None),
+        latency_high=max(latencies, default=None),
+        depth_high=depth or None,
+    )
 
 
 def _outside_legend(axes: Axes, **kwargs: object) -> None:
@@ -115,30 +193,37 @@ def _shade_phases(axes: Axes, phases: Sequence[PhaseFigures], label: bool) -> No
 
 
 def timeline_chart(
-    figures: SessionFigures, seconds: Sequence[Row], latency: Sequence[Row]
-) -> bytes:
-    """Throughput and latency over time, phases shaded by verdict."""
+    figures: SessionFigures,
+    seconds: Sequence[Row],
+    latency: Sequence[Row],
+    limits: ChartLimits | None = None,
+) -> Figure:
+    """The seed's figure of a run: publish, confirm and consume msg/s per second over the
+    phases (shaded by verdict, each step of the swept setting marked and labelled), and
+    under it the e2e latency percentiles per second, p50 to p99.9, with the p99 from the
+    intended send dashed. ``limits``: y ranges shared with the report's other runs."""
+    limits = limits or ChartLimits()
     figure, (rates, lat) = plt.subplots(
-        2, 1, figsize=(11, 6.2), sharex=True, gridspec_kw={"height_ratios": [3, 2]}
+        2, 1, figsize=(11, 6.6), sharex=True, gridspec_kw={"height_ratios": [3, 2.4]}
     )
     _shade_phases(rates, figures.phases, label=True)
     _shade_phases(lat, figures.phases, label=False)
-    per_second: dict[int, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    for row in seconds:
-        for name in ("publish", "confirm", "consume"):
-            per_second[row["sec"]][name] += row[f"{name}_rate"] or 0.0
+    per_second = _second_rates(seconds)
     xs = sorted(per_second)
+    confirms = figures.session.manifest.spec.get("confirms", True) is not False
     # a second's figures are drawn at its middle: second s covers [s, s + 1)
     for name, colour in RATE_COLOURS.items():
+        if name == "confirm" and not confirms:
+            continue
         rates.plot([x + 0.5 for x in xs], [per_second[x][name] for x in xs], color=colour,
-                   lw=1.2, label=f"{name} msg/s")  # fmt: skip
+                   lw=1.0 if name == "confirm" else 1.3, label=f"{name} msg/s")  # fmt: skip
     targets = [p for p in figures.phases if p.client.get("target_rate")]
     for p in targets:
         end = p.start_s + (p.duration_s or 0.0)
         rates.hlines(p.client["target_rate"], p.start_s, end, colors="#616161", lw=1,
                      linestyles=":", label="target" if p is targets[0] else None)  # fmt: skip
     rates.set_ylabel("msg/s")
-    highest = max(
+    highest = limits.rate_high or max(
         [v for x in xs for v in per_second[x].values()]
         + [float(p.client["target_rate"]) for p in targets],
         default=0.0,
@@ -146,35 +231,42 @@ def timeline_chart(
     _headroom(rates, highest)
     _outside_legend(rates)
     rates.grid(alpha=0.3)
-    series: dict[tuple[str, str, str], list[tuple[int, float]]] = defaultdict(list)
+    series: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for row in latency:
-        for q in ("p50", "p99"):
-            if row[q] is not None:
-                series[(row["kind"], row["basis"], q)].append((row["sec"] + 0.5, row[q] / 1000))
-    styles = {
-        ("e2e", "actual", "p99"): ("#d62728", "-"),
-        ("e2e", "intended", "p99"): ("#ff7f0e", "--"),
-        ("e2e", "actual", "p50"): ("#8c564b", "-"),
-    }
-    for key, (colour, style) in styles.items():
-        points = sorted(series.get(key, []))
+        for q, _, _ in TIMELINE_PERCENTILES:
+            if row.get(q) is not None:
+                series[(row["basis"], q)].append((row["sec"] + 0.5, row[q] / 1000))
+    drawn = False
+    for q, name, colour in reversed(TIMELINE_PERCENTILES):  # legend: p99.9 on top
+        points = sorted(series.get(("actual", q), []))
         if points:
-            lat.plot([x for x, _ in points], [y for _, y in points], color=colour, ls=style,
-                     lw=1.1, label=f"{key[0]} {key[2]} ({key[1]} send)")  # fmt: skip
+            lat.plot([x for x, _ in points], [y for _, y in points], color=colour, lw=1.1,
+                     label=f"e2e {name}")  # fmt: skip
+            drawn = True
+    intended = sorted(series.get(("intended", "p99"), []))
+    if intended:
+        lat.plot([x for x, _ in intended], [y for _, y in intended], color="#6a51a3", ls="--",
+                 lw=1.0, label="e2e p99 from the intended send")  # fmt: skip
+        drawn = True
     _plain_log_axis(lat)
-    if series:
+    if limits.latency_low and limits.latency_high:
+        lat.set_ylim(limits.latency_low / 1.3, limits.latency_high * 1.3)
+    elif drawn:
         _log_room(lat)
-    lat.set_ylabel("latency ms (log)")
+    lat.set_ylabel("e2e latency ms (log)")
     lat.set_xlabel("seconds since start")
     lat.grid(alpha=0.3, which="both")
-    if series:
+    if drawn:
         _outside_legend(lat)
     figure.suptitle(f"{figures.session.title}: throughput and latency per second", y=1.02)
-    return _png(figure)
+    return figure
 
 
-def broker_chart(figures: SessionFigures, polls: Sequence[Row]) -> bytes | None:
-    """Queue depth and node memory per broker poll, with alarm periods in red."""
+def broker_chart(
+    figures: SessionFigures, polls: Sequence[Row], limits: ChartLimits | None = None
+) -> Figure | None:
+    """Queue depth and node memory per broker poll, with alarm periods in red; the depth
+    axis shared with the report's other runs (``limits``)."""
     if not polls:
         return None
     figure, depth_axes = plt.subplots(figsize=(11, 3.6))
@@ -185,16 +277,17 @@ def broker_chart(figures: SessionFigures, polls: Sequence[Row]) -> bytes | None:
     depth_axes.set_ylabel("messages ready")
     depth_axes.set_xlabel("seconds since start")
     depths = [row["queue_ready"] for row in polls if row["queue_ready"] is not None]
-    depth_axes.set_ylim(0, max(10.0, 1.15 * max(depths, default=0)))
+    deepest = (limits.depth_high if limits else None) or max(depths, default=0)
+    depth_axes.set_ylim(0, max(10.0, 1.15 * deepest))
     depth_axes.grid(alpha=0.3)
     memory_axes = depth_axes.twinx()
     mib = [float("nan") if row["mem_used"] is None else row["mem_used"] / 2**20 for row in polls]
     memory_axes.plot(xs, mib, color="#7f7f7f", lw=1.1, label="memory used MiB")
-    limits = [row["mem_limit"] for row in polls if row["mem_limit"]]
+    watermarks = [row["mem_limit"] for row in polls if row["mem_limit"]]
     peak = max((m for m in mib if m == m), default=0.0)  # m == m: not NaN
     top = 1.3 * peak if peak else 1.0
-    if limits:
-        watermark = max(limits) / 2**20
+    if watermarks:
+        watermark = max(watermarks) / 2**20
         if watermark <= 2 * peak:
             top = 1.1 * watermark
             memory_axes.axhline(watermark, color="#d62728", lw=0.8, ls=":",
@@ -218,14 +311,14 @@ def broker_chart(figures: SessionFigures, polls: Sequence[Row]) -> bytes | None:
                       bbox_to_anchor=(1.08, 1.0), borderaxespad=0.0, fontsize=8,
                       framealpha=0.9)  # fmt: skip
     figure.suptitle(f"{figures.session.title}: queue depth and broker memory", y=1.04)
-    return _png(figure)
+    return figure
 
 
 def _throughput_of(phase: PhaseFigures) -> float:
     return float(phase.client.get("consume_rate_mean") or 0.0)
 
 
-def sweep_chart(figures: SessionFigures, sweep: Sweep) -> bytes:
+def sweep_chart(figures: SessionFigures, sweep: Sweep) -> Figure:
     """The swept setting against throughput (left) and e2e latency (right). The line joins
     each value's steady phase (the one the recommendation stands on); another phase at a
     value already drawn is a separate hollow point labelled with its phase, so repeated
@@ -285,17 +378,17 @@ def sweep_chart(figures: SessionFigures, sweep: Sweep) -> bytes:
     figure.suptitle(f"{figures.session.title}: {name.lower()} against throughput and latency",
                     y=1.02)  # fmt: skip
     figure.tight_layout()
-    return _png(figure)
+    return figure
 
 
-def comparison_figure(runs: Sequence[tuple[str, SessionFigures]], setting: str) -> Figure:
+def comparison_chart(runs: Sequence[tuple[str, SessionFigures]], setting: str) -> Figure:
     """The runs of one benchmark side by side, as the seeds draw them: msg/s (left) and e2e
     p99 (right) per step of ``setting``, one line per run through each value's steady
     phase; a run that did not sweep is one point at the value it ran at. A run with no
     limit (no confirms, or a step of 0 where 0 is unlimited) has no step on the axis: it is
     a dashed line in its colour across the whole chart at its msg/s and p99, the level the
     limited steps are measured against."""
-    figure, (through, lat) = plt.subplots(1, 2, figsize=(12, 4.2))
+    figure, (through, lat) = plt.subplots(1, 2, figsize=(12, 4.8))
     markers = "osD^v<>P*"
     every_value: list[int] = []
     highest = 0.0
@@ -345,8 +438,3 @@ def comparison_figure(runs: Sequence[tuple[str, SessionFigures]], setting: str) 
     figure.suptitle(f"{name}: the runs side by side", y=1.02)
     figure.tight_layout(rect=(0, 0.08 + 0.05 * ((len(labels) - 1) // 3), 1, 1))
     return figure
-
-
-def comparison_chart(runs: Sequence[tuple[str, SessionFigures]], setting: str) -> bytes:
-    """:func:`comparison_figure` as PNG bytes."""
-    return _png(comparison_figure(runs, setting))

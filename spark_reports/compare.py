@@ -1,7 +1,9 @@
 """Sessions side by side, as a benchmark write-up lines them up: by what differs.
 
 Runs are named by what sets them apart (queue type, confirm mode, a setting's value or the
-values they swept), never by their position; phases are matched by the settings they ran
+values they swept); the tables' columns call them R1, R2... in the order given, short
+enough to paste, with a legend under each table and in a table of its own (``runs``) that
+gives each its name; phases are matched by the settings they ran
 at; a swept value several phases ran at is represented by its steady phase, by the same
 rule as the recommendation (``verdict.recommend``). Pure Python over the figures.
 """
@@ -101,6 +103,56 @@ def run_names(all_figures: Sequence[SessionFigures]) -> list[str]:
     return names
 
 
+def short_names(all_figures: Sequence[SessionFigures]) -> list[str]:
+    """The column names of the runs in the comparison tables, ``R1``, ``R2``... in the
+    order the sessions were given: a table of six runs fits a page and pastes into a
+    write-up; :func:`legend` and the ``runs`` table say which run each is."""
+    return [f"R{index}" for index in range(1, len(all_figures) + 1)]
+
+
+def chart_labels(all_figures: Sequence[SessionFigures]) -> list[str]:
+    """The runs as the comparison chart's legend names them: the short name and the run's
+    title (``R3 bench2-mirrored-multi-sweep``), or its whole name where titles repeat; a
+    legend of six whole names was wider than the chart it explains."""
+    titles = [f.session.title for f in all_figures]
+    names = titles if len(set(titles)) == len(titles) else run_names(all_figures)
+    return [f"{short} {name}" for short, name in zip(short_names(all_figures), names, strict=True)]
+
+
+def legend(all_figures: Sequence[SessionFigures]) -> tuple[str, ...]:
+    """One line per run under a comparison table: its short name, its full name and its
+    session id."""
+    return tuple(
+        f"{short}: {name} (session {figures.session.manifest.session_id})"
+        for short, name, figures in zip(
+            short_names(all_figures), run_names(all_figures), all_figures, strict=True
+        )
+    )
+
+
+def runs_table(all_figures: Sequence[SessionFigures]) -> Table:
+    """The legend of the comparison tables as a table of its own (``runs.md``,
+    ``runs.csv``): a script joining the CSV tables finds each short name's run here."""
+    rows = [
+        (short, name, figures.session.manifest.session_id, ", ".join(parts) or None)
+        for short, name, figures, parts in zip(
+            short_names(all_figures),
+            run_names(all_figures),
+            all_figures,
+            differences(all_figures),
+            strict=True,
+        )
+    ]
+    return Table(
+        name="runs",
+        title="The runs compared",
+        columns=("run", "name", "session id", "sets it apart"),
+        rows=tuple(rows),
+        note="The comparison tables name each run by its short name (R1, R2...); this is "
+        "which run each is.",
+    )
+
+
 def benchmarks(all_figures: Sequence[SessionFigures]) -> list[list[int]]:
     """The sessions grouped by benchmark (:data:`BENCHMARK_FIELDS` equal), as indexes in
     the order the sessions were given."""
@@ -183,8 +235,7 @@ def comparison_table(all_figures: Sequence[SessionFigures]) -> Table:
     """The sessions' phases side by side, one column group per run, lined up by the value
     of the setting any of them sweeps (or, when none sweeps, by the settings each phase
     ran at)."""
-    names = run_names(all_figures)
-    columns = tuple(f"{m.title} · {name}" for name in names for m in _METRICS)
+    columns = tuple(f"{m.title} · {short}" for short in short_names(all_figures) for m in _METRICS)
 
     def cells(phase: PhaseFigures | None) -> list[Cell]:
         return [None] * len(_METRICS) if phase is None else [m.cell(phase) for m in _METRICS]
@@ -215,12 +266,14 @@ def comparison_table(all_figures: Sequence[SessionFigures]) -> Table:
             title=f"{title}: the runs side by side",
             columns=(title, *columns),
             rows=tuple(rows),
-            note="One column group per run, named by what sets it apart. msg/s = mean "
+            note="One column group per run, by its short name (the runs below, and "
+            "runs.md). msg/s = mean "
             "consume rate (messages / the consumers' active time in the phase); latency "
             "end-to-end from the actual send. A value several phases "
             "ran at shows its steady phase (not catching up on a backlog, not overloaded), "
             "as the recommendation does; a run that did not sweep shows its one value, "
             "and a run with no limit (no confirms) the row named so.",
+            reasoning=legend(all_figures),
         )
     keys: list[str] = []
     placed: list[dict[str, PhaseFigures]] = []
@@ -239,8 +292,10 @@ def comparison_table(all_figures: Sequence[SessionFigures]) -> Table:
         columns=("settings", *columns),
         rows=tuple(rows2),
         note="No run sweeps a setting: phases are matched by the settings they ran at "
-        "(the first phase of a run at those settings), the drain with the drain. msg/s = "
+        "(the first phase of a run at those settings), the drain with the drain. One column "
+        "group per run, by its short name (the runs below, and runs.md). msg/s = "
         "mean consume rate (messages / the consumers' active time in the phase).",
+        reasoning=legend(all_figures),
     )
 
 
@@ -269,8 +324,7 @@ def _spec(figures: SessionFigures, field: str) -> str | None:
 
 
 def sessions_table(all_figures: Sequence[SessionFigures]) -> Table:
-    """Whole-run figures, one column per run."""
-    names = run_names(all_figures)
+    """Whole-run figures, one column per run, by its short name."""
 
     def lat(f: SessionFigures, q: str) -> float | None:
         return ms(f.whole_latency.get(SWEEP_LATENCY, {}).get(q))
@@ -305,9 +359,10 @@ def sessions_table(all_figures: Sequence[SessionFigures]) -> Table:
     return Table(
         name="sessions",
         title="Runs side by side (whole run)",
-        columns=("", *names),
+        columns=("", *short_names(all_figures)),
         rows=tuple((label, *values) for label, values in metrics),
-        note="Each column is a run, named by what sets it apart from the others. msg/s "
+        reasoning=legend(all_figures),
+        note="Each column is a run, by its short name (the runs below, and runs.md). msg/s "
         "(mean) = messages / the clients' active time (published / first to last send, "
         "confirmed / first send to last confirm, consumed / first to last delivery), as "
         "the run's summary and `flowdeck sessions show` give it. e2e latency from the "

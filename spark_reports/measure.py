@@ -4,8 +4,8 @@ Spark reads the recorded tables and reduces them, in DataFrame/SQL only (no Pyth
 so it runs on the executors of any cluster), to small frames that reach the driver through
 Arrow: a row per session and second (client figures summed over workers), a row per fresh
 broker poll, a row per phase and latency bucket (counts summed over workers and seconds),
-and a row per second with the chart's e2e percentiles (from each second's histogram in one
-pass). The per-phase statistics over those rows are ``figures.stats``'s.
+and a row per second with the chart's e2e percentiles p50 to p99.9 (from each second's
+histogram in one pass). The per-phase statistics over those rows are ``figures.stats``'s.
 
 Rules (``docs/reports.md`` states them for readers of a report):
 
@@ -32,6 +32,10 @@ Rules (``docs/reports.md`` states them for readers of a report):
   ``value_us``; the q-th percentile is the first value whose running count reaches
   ``max(1, int(q * total / 100 + 0.5))`` — exactly what an HDR histogram merged from them
   reports (``figures.latency``).
+* Latency intervals (the run's ``interval``, PerfTest's ``--interval``): each phase cut
+  into intervals of that many seconds from its first second; an interval's p75, p95 and
+  p99 from its bucket rows summed, by the rule above. The most per phase is
+  ``intervals.interval_maxima``'s.
 * Broker: only fresh polls (``stale_reason`` empty) of one source per session (the one
   with most polls); a poll belongs to the phase in force when it was taken. Queue depth is
   the ready count summed over the run's queues; its slope is the least-squares slope over
@@ -51,6 +55,7 @@ from pyspark.sql import functions as F
 from flowdeck.engine.recording.format import BROKER_DIR, CLIENT_DIR, LATENCY_DIR
 from flowdeck.figures import RunFigures, RunInputs, run_figures
 from flowdeck.figures.active import ActiveSpans
+from flowdeck.figures.intervals import INTERVAL_PERCENTILES
 from flowdeck.figures.phases import HALF_SECOND_US
 from flowdeck.figures.run import active_spans as run_active_spans
 from flowdeck.figures.stats import Row
@@ -66,14 +71,17 @@ class Measurements:
 
     runs: dict[str, RunFigures]  # by session key
     seconds: list[Row]  # session, phase, sec, publish/confirm/consume rate, pending, ...
-    second_latency: list[Row]  # session, sec, kind, basis, p50, p99 (µs)
+    second_latency: list[Row]  # session, sec, kind, basis, p50, p75, p95, p99, p999 (µs)
     broker_polls: list[Row]  # session, sec (float), queue_ready, mem_used, alarms
     #: Runs whose workers ran on Spark hosts only: session, host, workers, lost, counts,
     #: rates and e2e p50/p99 (``spark_reports.hosts``).
     host_client: list[Row] = field(default_factory=list)
+    #: Per session, phase, interval, kind and basis of the chart's latency kind: the
+    #: interval's seconds with latencies and its p75, p95, p99 (µs) (``intervals``).
+    interval_latency: list[Row] = field(default_factory=list)
 
 
-#: The per-second latencies the timeline chart draws (p50 and p99 of these).
+#: The per-second latencies the timeline chart draws (:data:`SECOND_PERCENTILES` of these).
 CHART_LATENCY_KIND = "e2e"
 CLIENT_COLUMNS = (
     "worker", "interval_s", "published", "confirmed", "consumed", "nacked", "returned",
@@ -109,38 +117,95 @@ def with_second_and_phase(session: Session, frame: DataFrame) -> DataFrame:
     return rows.withColumn("phase", phase_at(session, middle))
 
 
-def second_percentiles(rows: DataFrame) -> DataFrame:
-    """p50 and p99 per session, second, kind and basis, from each second's bucket rows in
-    one aggregation: the buckets of all workers gathered in value order (a value repeated
-    across workers sits together), then one pass keeps the running count and takes the
-    first value reaching each rank — no window, no sort of the whole table."""
-    grouped = rows.groupBy("session", "sec", "kind", "basis").agg(
+#: The percentiles the timeline draws each second, as (column, percentile): the seed's
+#: latency lines (PerfTest's p50, p75, p95, p99 and p99.9).
+SECOND_PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("p50", 50.0), ("p75", 75.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9),
+)  # fmt: skip
+
+
+def bucket_percentiles(
+    rows: DataFrame,
+    keys: Sequence[str],
+    percentiles: Sequence[tuple[str, float]],
+    carry: Sequence[Column] = (),
+) -> DataFrame:
+    """The ``percentiles`` (one column each, µs) per group of ``keys``, from the group's
+    bucket rows in one aggregation: the buckets of all workers gathered in value order (a
+    value repeated across workers sits together), then one pass keeps the running count and
+    takes the first value reaching each rank — ``max(1, int(q × total / 100 + 0.5))``, an
+    HDR histogram's own rule — with no window and no sort of the whole table. ``carry``:
+    more aggregates of the group to keep beside them."""
+    grouped = rows.groupBy(*keys).agg(
         F.sort_array(F.collect_list(F.struct("value_us", "count"))).alias("buckets"),
         F.sum("count").alias("total"),
+        *carry,
     )
 
-    def rank(q: int) -> Column:
-        wanted = F.lit(float(q)) * F.col("total").cast("double") / F.lit(100.0) + F.lit(0.5)
+    def rank(q: float) -> Column:
+        wanted = F.lit(q) * F.col("total").cast("double") / F.lit(100.0) + F.lit(0.5)
         return F.greatest(F.lit(1).cast("long"), wanted.cast("long"))
 
     empty = F.struct(
         F.lit(0).cast("long").alias("running"),
-        F.lit(None).cast("long").alias("p50"),
-        F.lit(None).cast("long").alias("p99"),
+        *(F.lit(None).cast("long").alias(name) for name, _ in percentiles),
     )
 
     def step(acc: Column, bucket: Column) -> Column:
         running = acc["running"] + bucket["count"]
         return F.struct(
             running.alias("running"),
-            F.coalesce(acc["p50"], F.when(running >= rank(50), bucket["value_us"])).alias("p50"),
-            F.coalesce(acc["p99"], F.when(running >= rank(99), bucket["value_us"])).alias("p99"),
+            *(
+                F.coalesce(acc[name], F.when(running >= rank(q), bucket["value_us"])).alias(name)
+                for name, q in percentiles
+            ),
         )
 
+    kept = [name for name in grouped.columns if name not in ("buckets", "total")]
     found = grouped.filter(F.col("total") > 0).select(
-        "session", "sec", "kind", "basis", F.aggregate("buckets", empty, step).alias("found")
+        *kept, F.aggregate("buckets", empty, step).alias("found")
     )
-    return found.select("session", "sec", "kind", "basis", "found.p50", "found.p99")
+    return found.select(*kept, *(f"found.{name}" for name, _ in percentiles))
+
+
+def second_percentiles(rows: DataFrame) -> DataFrame:
+    """:data:`SECOND_PERCENTILES` per session, second, kind and basis."""
+    return bucket_percentiles(rows, ("session", "sec", "kind", "basis"), SECOND_PERCENTILES)
+
+
+def interval_of(session: Session) -> int:
+    """The session's latency interval in seconds: its spec's ``interval`` (PerfTest's
+    ``--interval``), 1 for a session recorded before runs had one."""
+    value = session.manifest.spec.get("interval")
+    return int(value) if isinstance(value, int | float) and value >= 1 else 1
+
+
+def with_interval(session: Session, frame: DataFrame) -> DataFrame:
+    """:func:`with_second_and_phase`, and the ``interval`` of the phase each row's second
+    falls in (intervals of :func:`interval_of` seconds from the phase's first second) with
+    that length as ``interval_s``: the keys of the interval percentiles."""
+    rows = with_second_and_phase(session, frame)
+    length = interval_of(session)
+    first: Column = F.lit(0)
+    for phase in session.phases:
+        # the first second whose middle is in the phase
+        begin = -(-(phase.begin_us - session.start_us - HALF_SECOND_US) // 1_000_000)
+        first = F.when(F.col("phase") == phase.index, max(0, begin)).otherwise(first)
+    offset = F.greatest(F.col("sec") - first, F.lit(0))
+    return rows.withColumn("interval", F.floor(offset / F.lit(length)).cast("long")).withColumn(
+        "interval_s", F.lit(length)
+    )
+
+
+def interval_percentiles(rows: DataFrame) -> DataFrame:
+    """The :data:`intervals.INTERVAL_PERCENTILES` of each phase's intervals (rows of
+    :func:`with_interval`), with the count of seconds each interval had latencies in."""
+    return bucket_percentiles(
+        rows,
+        ("session", "phase", "interval", "interval_s", "kind", "basis"),
+        INTERVAL_PERCENTILES,
+        carry=(F.countDistinct("sec").alias("seconds"),),
+    )
 
 
 def _collect(frame: DataFrame) -> list[Row]:
@@ -184,7 +249,7 @@ def measure(
         polls[session.key] = _small_rows(spark, session, BROKER_DIR, BROKER_COLUMNS)
     # The bucket rows are the bulk of a session: Spark sums them per phase and bucket (a
     # few hundred rows per phase), and takes each second's chart percentiles in one pass.
-    located = read_table(spark, sessions, LATENCY_DIR, with_second_and_phase)
+    located = read_table(spark, sessions, LATENCY_DIR, with_interval)
     buckets = _collect(
         located.groupBy("session", "phase", "kind", "basis", "value_us").agg(
             F.sum("count").alias("count")
@@ -195,10 +260,10 @@ def measure(
         per_phase = latency.setdefault(row["session"], {})
         counts = per_phase.setdefault((row["phase"], row["kind"], row["basis"]), {})
         counts[row["value_us"]] = counts.get(row["value_us"], 0) + row["count"]
-    second_latency = _collect(
-        second_percentiles(located.filter(F.col("kind") == CHART_LATENCY_KIND))
-    )
+    charted = located.filter(F.col("kind") == CHART_LATENCY_KIND)
+    second_latency = _collect(second_percentiles(charted))
     second_latency.sort(key=lambda r: (r["session"], r["sec"]))
+    interval_latency = _collect(interval_percentiles(charted))
     host_client = _host_figures(located, sessions, clients)
     runs: dict[str, RunFigures] = {}
     for session in sessions:
@@ -214,11 +279,11 @@ def measure(
             ),
             max_p99_ms,
         )
-    charted = ("queue_ready", "queue_unacked", "mem_used", "mem_limit", "mem_alarm",
-               "disk_alarm", "unconfirmed")  # fmt: skip
+    polled = ("queue_ready", "queue_unacked", "mem_used", "mem_limit", "mem_alarm",
+              "disk_alarm", "unconfirmed")  # fmt: skip
     broker_polls = [
         {"session": key, "sec": (row["t_us"] - run.start_us) / 1e6,
-         **{k: row.get(k) for k in charted}}
+         **{k: row.get(k) for k in polled}}
         for key, run in sorted(runs.items())
         for row in run.polls
     ]  # fmt: skip
@@ -228,6 +293,7 @@ def measure(
         second_latency=second_latency,
         broker_polls=broker_polls,
         host_client=host_client,
+        interval_latency=interval_latency,
     )
 
 

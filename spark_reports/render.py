@@ -1,4 +1,5 @@
-"""The self-contained HTML report: inline CSS, charts as inline base64 PNG."""
+"""The self-contained HTML report (inline CSS, charts as inline base64 PNG, each chart's
+PNG and SVG files named under it) and the charts' part of report.md."""
 
 from __future__ import annotations
 
@@ -62,8 +63,17 @@ VERDICT_CSS = "".join(
 
 @dataclass(frozen=True, slots=True)
 class Chart:
+    """A drawn chart: its title, the stem of its files beside report.html (``NAME.png``,
+    ``NAME.svg``: the run's key and the chart's name) and their bytes."""
+
     title: str
+    name: str
     png: bytes
+    svg: bytes
+
+    @property
+    def files(self) -> tuple[str, str]:
+        return (f"{self.name}.png", f"{self.name}.svg")
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +124,33 @@ def table_html(table: Table) -> str:
 
 
 def chart_html(chart: Chart) -> str:
+    """The chart inline, and the names of its files beside the report."""
     data = base64.b64encode(chart.png).decode("ascii")
-    return f'<img alt="{html.escape(chart.title)}" src="data:image/png;base64,{data}">'
+    png, svg = (html.escape(name) for name in chart.files)
+    return (
+        f'<img alt="{html.escape(chart.title)}" src="data:image/png;base64,{data}">'
+        f'<p class="note">{html.escape(chart.title)}: <code>{png}</code> · <code>{svg}</code>'
+        " beside this page</p>"
+    )
+
+
+def charts_markdown(sections: Sequence[Section]) -> str:
+    """The charts of ``sections`` for report.md: each as its PNG (an image a Markdown
+    viewer shows, next to the page) and a link to its SVG, under its section's heading."""
+    lines = ["## Charts", ""]
+    for section in sections:
+        if not section.charts:
+            continue
+        lines += [f"### {section.heading}", ""]
+        for chart in section.charts:
+            png, svg = chart.files
+            lines += [
+                f"![{chart.title}]({png})",
+                "",
+                f"{chart.title}: `{png}`, [`{svg}`]({svg})",
+                "",
+            ]
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def session_intro(figures: SessionFigures) -> str:

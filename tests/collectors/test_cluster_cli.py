@@ -11,6 +11,7 @@ import contextlib
 import io
 import os
 import re
+import shlex
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,6 +21,8 @@ import httpx
 import pytest
 
 from flowdeck.cli import main
+from flowdeck.collectors import Broker
+from flowdeck.engine import matrix
 from flowdeck.engine.provision import STATE_ENV
 from tests.private_nodes import cluster_vms
 
@@ -38,12 +41,22 @@ class Said:
 def flowdeck(state: Path, *args: str) -> Said:
     """`flowdeck broker ARGS` as the shell runs it, in this process: the command's own
     start-up costs seconds on a busy 2-core machine, and every test here makes several."""
+    return in_process(state, ["broker", *args])
+
+
+def flowdeck_run(state: Path, *args: str) -> Said:
+    """`flowdeck run ARGS` in this process, with the cluster's state file where the run
+    looks for the node it is given (its management URL)."""
+    return in_process(state, ["run", *args])
+
+
+def in_process(state: Path, words: list[str]) -> Said:
     out, err = io.StringIO(), io.StringIO()
     before = os.environ.get(STATE_ENV)
     os.environ[STATE_ENV] = str(state)
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = main(["broker", *args])
+            code = main(words)
     finally:
         if before is None:
             del os.environ[STATE_ENV]
@@ -106,6 +119,41 @@ def test_start_prints_every_node_and_status_shows_them_up(started: Said, state: 
     assert "owned by you" in status.stdout
     cluster = re.search(r"^cluster\s+(\S+):", status.stdout, re.M)
     assert cluster and len(cluster_vms(cluster.group(1))) == 3
+
+
+def test_the_printed_uri_names_every_node_and_runs_a_matrix_there(
+    started: Said, state: Path, tmp_path: Path
+) -> None:
+    """The `uri` line of `start --nodes 3` is the one --uri value of all three nodes (and
+    `broker uris` prints it alone); given to `run --matrix`, every run of the benchmark
+    ends on the cluster, each recorded, and the matrix names its sessions and the report
+    command over them."""
+    value = re.search(r"^uri\s+(\S+)$", started.stdout, re.M)
+    assert value, started.stdout
+    ports = [int(p) for p in re.findall(r"^\s+\d\s+up\s+\S+\s+amqp (\d+)", started.stdout, re.M)]
+    assert [node.port for node in Broker.parse(value.group(1)).nodes] == ports
+    assert len(ports) == 3
+    alone = flowdeck(state, "uris")
+    assert alone.returncode == 0 and alone.stdout == value.group(1) + "\n"
+
+    sessions = tmp_path / "sessions"
+    ran = flowdeck_run(
+        state,
+        "--matrix", "bench1", "--scale", "0.05", "--rate", "50", "--step", "1s",
+        "--uri", value.group(1), "--workers", "0", "--drain", "1", "--cleanup",
+        "--sessions-dir", str(sessions),
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert re.search(r"broker amqp://guest:\*\*\*@127\.0\.0\.1:\d+/%2F,.+,", ran.stdout)
+    recorded = sorted(path.name for path in sessions.iterdir())
+    assert len(recorded) == len(matrix("bench1")) == 4
+    listed = re.search(r"^matrix bench1: 4 session\(s\)\n((?:  \S+\n){4})", ran.stdout, re.M)
+    assert listed and sorted(listed.group(1).split()) == recorded
+    report = re.search(r"^report: (flowdeck report .+)$", ran.stdout, re.M)
+    assert report, ran.stdout
+    words = shlex.split(report.group(1))
+    assert words[2:6] == listed.group(1).split() and "--out" in words
+    assert words[words.index("--sessions-dir") + 1] == str(sessions)
 
 
 def test_an_unknown_node_is_refused(started: Said, state: Path) -> None:

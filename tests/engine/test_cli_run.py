@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from flowdeck.engine.events import EventKind
 from flowdeck.engine.presets import PRESETS
+from flowdeck.engine.recording.reader import open_session
 
 FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 ROOT = Path(__file__).resolve().parents[2]
@@ -110,6 +112,62 @@ def test_a_scaled_sweep_preset_runs_end_to_end_with_json(
     ticks = [line for line in progress if line.startswith("[") and "target" in line]
     assert len(ticks) >= 7
     assert sum("in effect in every worker" in line for line in progress) == 6
+
+
+@pytest.mark.parametrize(
+    ("flags", "sweep", "no_confirms"),
+    [
+        (["--step", "10s"], 60, 20),  # a run without a schedule: its preset's 2 steps
+        (["--duration", "30s"], 30, 30),
+        (["--step", "10s", "--duration", "45s"], 60, 45),  # each takes its own
+    ],
+)
+def test_the_matrix_gives_each_run_its_length(
+    flags: list[str], sweep: float, no_confirms: float
+) -> None:
+    from flowdeck.cli import build_parser
+    from flowdeck.cli.import_perftest import spec_from_run_args
+    from flowdeck.cli.run import matrix_run_args
+
+    args = build_parser().parse_args(["run", "--matrix", "bench2", "--scale", "0.05", *flags])
+    lengths = {
+        name: spec_from_run_args(matrix_run_args(args, name)).duration
+        for name in ("bench2-sweep", "bench2-mirrored-noconfirms")
+    }
+    assert lengths == {"bench2-sweep": sweep, "bench2-mirrored-noconfirms": no_confirms}
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(180)
+def test_step_holds_each_phase_that_long_and_the_duration_follows(
+    shared_uri: str, unique_name: str, tmp_path: Path
+) -> None:
+    """--step 3s on a 3-step schedule: a 9 s run whose phases each last 3 s, judged by the
+    recording's own clocks (the phase events' times and the drain's), within a tick."""
+    step = 3.0
+    result = flowdeck(
+        "run",
+        "--rate", "100",
+        "--schedule", "0:inflight=10; 1:inflight=20; 2:inflight=40",
+        "--step", f"{step:g}s",
+        "--uri", shared_uri,
+        "--queue-pattern", f"{unique_name}-%d",
+        "--workers", "0",
+        "--sessions-dir", str(tmp_path),
+        "--drain", "1",
+        "--cleanup",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    session = open_session(next(tmp_path.iterdir()))
+    assert session.manifest.spec["duration"] == 3 * step
+    assert [s["at"] for s in session.manifest.spec["schedule"]] == [0, step, 2 * step]
+    phases = [e for e in session.events if e.kind is EventKind.PHASE and e.change_id]
+    drain = next(e.at for e in session.events if e.kind is EventKind.DRAIN)
+    assert [e.detail["label"] for e in phases] == ["inflight=10", "inflight=20", "inflight=40"]
+    starts = [e.at for e in phases]
+    lengths = [end - begin for begin, end in zip(starts, [*starts[1:], drain], strict=True)]
+    tick = 1.0
+    assert all(abs(length - step) <= tick for length in lengths), lengths
 
 
 @pytest.mark.broker

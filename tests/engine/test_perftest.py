@@ -185,7 +185,6 @@ UNSUPPORTED = [
     ("-Q 10", "-Q (flowdeck sets prefetch per consumer"),
     ("-K", "-K (flowdeck publishes with one routing key"),
     ("-P 5", "-P (use -r"),
-    ("--interval 15", "--interval 15 (flowdeck samples every second"),
     ("-X 2", "-X 2 (flowdeck opens one channel per producer"),
     ("-m 10", "-m 10 (flowdeck publishes without transactions"),
     ("-ad true", "-ad true (flowdeck keeps its queues"),
@@ -226,17 +225,26 @@ def test_all_refusals_are_listed_in_one_line() -> None:
     with pytest.raises(SpecError) as caught:
         spec_from_perftest("bin/runjava com.rabbitmq.perf.PerfTest " + seed)
     message = caught.value.message
-    assert "3 of the given PerfTest options" in message and "\n" not in message
-    for named in ("--interval 15", "--metrics-prometheus", "--metrics-tags"):
+    assert "2 of the given PerfTest options" in message and "\n" not in message
+    for named in ("--metrics-prometheus", "--metrics-tags"):
         assert named in message
     # the seed's low-latency line without what flowdeck cannot do runs as written
-    kept = seed.replace("--interval 15 ", "").replace("--metrics-prometheus ", "")
+    kept = seed.replace("--metrics-prometheus ", "")
     kept = kept.replace("--metrics-tags 'type=publisher,type=consumer' ", "")
     spec = spec_from_perftest(kept)
     assert (spec.queue_pattern, spec.queue_pattern_from, spec.queues) == ("perf-test-%d", 0, 1)
     assert spec.queue_name(0) == "perf-test-0"
     assert (spec.auto_ack, spec.rate, spec.routing_key) == (True, 100, "perf-test")
     assert dict(spec.queue_args) == {"x-max-length": 10000}
+    assert spec.interval == 15  # the report's max of per-interval percentiles, as the seed's
+
+
+def test_interval_sets_the_reports_latency_intervals() -> None:
+    assert spec_from_perftest("-i 15").interval == spec_from_perftest("--interval 15").interval
+    assert spec_from_perftest("--interval 15").interval == 15
+    assert spec_from_perftest("").interval == 1  # PerfTest's default, whatever the base
+    with pytest.raises(SpecError, match="--interval must be >= 1, got 0"):
+        spec_from_perftest("--interval 0")
 
 
 @pytest.mark.parametrize(

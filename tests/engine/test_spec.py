@@ -188,6 +188,39 @@ def test_with_duration_keeps_each_step_at_the_same_fraction() -> None:
     assert [s.change for s in short.schedule] == [s.change for s in sweep.schedule]
 
 
+def test_with_step_holds_each_phase_that_long_and_the_duration_follows() -> None:
+    from flowdeck.engine.presets import preset
+
+    sweep = preset("bench2-sweep")
+    stepped = sweep.with_step(10)
+    assert stepped.duration == 60
+    assert [s.at for s in stepped.schedule] == [0, 10, 20, 30, 40, 50]
+    assert [s.change for s in stepped.schedule] == [s.change for s in sweep.schedule]
+    # uneven steps are re-spaced; two at one time stay together; a first step after 0 s
+    # leaves a phase before it
+    uneven = spec_from_mapping(
+        {
+            "duration": 100,
+            "schedule": [
+                {"at": 5, "change": "inflight=10"},
+                {"at": 5, "change": "prefetch=20"},
+                {"at": 70, "change": "inflight=40"},
+            ],
+        }
+    )
+    respaced = uneven.with_step(3)
+    assert [(s.at, s.describe()) for s in respaced.schedule] == [
+        (3, "inflight=10"), (3, "prefetch=20"), (6, "inflight=40"),
+    ]  # fmt: skip
+    assert respaced.duration == 9
+    with pytest.raises(SpecError, match="bench2 has no schedule: give its length with duration"):
+        preset("bench2").with_step(10)
+    with pytest.raises(SpecError, match="over the longest run"):
+        sweep.with_step(7 * 24 * 3600)
+    with pytest.raises(SpecError, match="step must be more than 0 s, got 0"):
+        sweep.with_step(0)
+
+
 def test_a_spec_with_queue_args_pickles_for_worker_processes() -> None:
     spec = RunSpec(queue_args={"x-max-length": 10, "x-overflow": "reject-publish"})
     copy = pickle.loads(pickle.dumps(spec))

@@ -99,6 +99,7 @@ def write_session(
     extra_events: list[dict[str, Any]] | None = None,
     summary: dict[str, Any] | None = None,
     worker_ends: dict[int, int] | None = None,
+    interval: int | None = None,
 ) -> SyntheticSession:
     """Write a session of ``len(plans)`` phases; rows are at whole seconds after ``start``.
 
@@ -115,7 +116,8 @@ def write_session(
     whole count of publishers and consumers (one each per worker), as the engine does.
     ``extra_events`` (``at`` in seconds since ``start``) and ``summary`` (the manifest's
     end-of-run summary) add faults and data-safety figures. ``worker_ends``: worker →
-    its last second (a worker lost then: no rows of it after that second).
+    its last second (a worker lost then: no rows of it after that second). ``interval``:
+    the spec's latency interval in seconds (none: a session recorded before runs had one).
     """
     rng = random.Random(seed)
     path = root / name
@@ -258,7 +260,8 @@ def write_session(
         schema_version=SCHEMA_VERSION,
         name=name,
         spec={"queue_type": queue_type, "rate": plans[0].rate, "publishers": workers,
-              "consumers": workers, "password": "****"},
+              "consumers": workers, "password": "****",
+              **({} if interval is None else {"interval": interval})},
         start=start,
         end=end,
         outcome=OUTCOME_COMPLETED,

@@ -22,7 +22,7 @@ from matplotlib.lines import Line2D
 from flowdeck.engine.recording.format import OUTCOME_COMPLETED, SCHEMA_VERSION, Manifest
 from flowdeck.figures.phases import Phase
 from flowdeck.figures.verdict import Verdict
-from flowdeck.spark_reports.charts import comparison_chart, comparison_figure
+from flowdeck.spark_reports.charts import comparison_chart, rendered
 from flowdeck.spark_reports.figures import PhaseFigures, SessionFigures
 from flowdeck.spark_reports.sessions import Session
 from tests.figures.factories import run
@@ -83,7 +83,7 @@ NO_CONFIRMS_LABEL = "no confirms: quorum (confirms off)"
 
 @pytest.fixture
 def drawn() -> Iterator[Figure]:
-    figure = comparison_figure([SWEEP, NO_CONFIRMS], "inflight")
+    figure = comparison_chart([SWEEP, NO_CONFIRMS], "inflight")
     figure.canvas.draw()
     yield figure
     plt.close(figure)
@@ -152,7 +152,7 @@ def test_a_step_without_an_in_flight_limit_is_a_level_beside_the_run_s_steps() -
     the unlimited one is the run's dashed level, named for what it is."""
     steps = [(20, 1200.0, 6.0), (400, RATE, 40.0), (0, RATE, 55.0)]
     run = ("quorum sweep", _run("sweep-unlimited", True, steps))
-    figure = comparison_figure([run, NO_CONFIRMS], "inflight")
+    figure = comparison_chart([run, NO_CONFIRMS], "inflight")
     try:
         figure.canvas.draw()
         through, lat = figure.axes
@@ -174,8 +174,10 @@ def test_a_step_without_an_in_flight_limit_is_a_level_beside_the_run_s_steps() -
         plt.close(figure)
 
 
-def test_the_chart_is_a_png() -> None:
-    assert comparison_chart([SWEEP, NO_CONFIRMS], "inflight").startswith(b"\x89PNG\r\n\x1a\n")
+def test_the_chart_is_a_png_and_an_svg() -> None:
+    files = rendered(comparison_chart([SWEEP, NO_CONFIRMS], "inflight"))
+    assert files.png.startswith(b"\x89PNG\r\n\x1a\n")
+    assert b"<svg" in files.svg[:1000] and files.svg.rstrip().endswith(b"</svg>")
 
 
 def test_the_comparison_table_has_the_row_the_chart_draws() -> None:

@@ -38,7 +38,7 @@ CLASSIC = [
 def sessions(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SyntheticSession]:
     root = tmp_path_factory.mktemp("sessions")
     return {
-        "quorum": write_session(root, "quorum-sweep", SWEEP, seed=7),
+        "quorum": write_session(root, "quorum-sweep", SWEEP, seed=7, interval=5),
         "classic": write_session(root, "classic-sweep", CLASSIC, seed=8, queue_type="classic"),
         "drained": write_session(
             root, "drained-sweep", DRAINED, seed=9, drain_seconds=6, exact_histograms=False
@@ -118,6 +118,30 @@ def test_latency_percentiles_are_exactly_the_hdr_merge(
         assert num(row["max"]) == want["max"] / 1000 == merged.get_max_value() / 1000
 
 
+def test_the_most_of_each_phases_intervals_is_each_intervals_own_percentiles(
+    single: Report, sessions: dict[str, SyntheticSession]
+) -> None:
+    """The run's interval is 5 s: each 20 s phase is four intervals, each with the
+    percentiles of its own latencies (merged over workers and its seconds), and the
+    table gives the largest of them per phase (the low-latency write-up's max p99/p95/p75)."""
+    session = sessions["quorum"]
+    rows = read_csv(single.out_dir / "quorum-sweep-intervals.csv")
+    assert [int(r["phase"]) for r in rows] == [0, 1, 2]
+    for row, bounds in zip(rows, exp.phase_bounds(session), strict=True):
+        latency = exp.rows_in(session.latency, bounds)
+        seconds = sorted({exp.unix(r) for r in latency})
+        intervals = [set(seconds[i : i + 5]) for i in range(0, len(seconds), 5)]
+        assert int(row["intervals"]) == len(intervals) == 4
+        each = [
+            exp.percentiles_us([r for r in latency if exp.unix(r) in i], "e2e", "actual")
+            for i in intervals
+        ]
+        for q in (75, 95, 99):
+            assert num(row[f"max p{q}"]) == max(e[f"p{q}"] for e in each) / 1000
+        whole = exp.percentiles_us(latency, "e2e", "actual")
+        assert num(row["whole-phase p99"]) == whole["p99"] / 1000
+
+
 def test_flow_broker_figures_and_verdicts(
     single: Report, sessions: dict[str, SyntheticSession]
 ) -> None:
@@ -175,35 +199,62 @@ def test_html_is_one_self_contained_file(single: Report) -> None:
         assert (single.out_dir / f"{table.name}.md").exists()
 
 
+def test_every_chart_is_a_png_and_an_svg_beside_the_report(
+    single: Report, compared: Report
+) -> None:
+    """Named by run and chart, listed in report.md (the PNG as an image) and under each
+    chart in report.html; the comparison chart of a report of two runs too."""
+    stems = ["quorum-sweep-timeline", "quorum-sweep-broker", "quorum-sweep-sweep-inflight"]
+    want = [single.out_dir / f"{stem}.{kind}" for stem in stems for kind in ("png", "svg")]
+    assert list(single.charts) == want
+    markdown = (single.out_dir / "report.md").read_text(encoding="utf-8")
+    page = single.html_path.read_text(encoding="utf-8")
+    for stem in stems:
+        png, svg = single.out_dir / f"{stem}.png", single.out_dir / f"{stem}.svg"
+        assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+        assert b"<svg" in svg.read_bytes()[:1000]
+        assert f"]({stem}.png)" in markdown and f"({stem}.svg)" in markdown
+        assert f"<code>{stem}.png</code>" in page and f"<code>{stem}.svg</code>" in page
+    assert (compared.out_dir / "comparison-inflight.png").is_file()
+    assert (compared.out_dir / "comparison-inflight.svg").is_file()
+    assert (compared.out_dir / "classic-sweep-timeline.svg").is_file()
+
+
 def test_sessions_side_by_side(
     compared: Report, single: Report, sessions: dict[str, SyntheticSession]
 ) -> None:
     names = [t.name for t in compared.tables]
-    assert names[:2] == ["sessions", "comparison-inflight"]
-    side = read_csv(compared.out_dir / "sessions.csv")
-    # runs are named by what sets them apart, never by position
+    assert names[:3] == ["runs", "sessions", "comparison-inflight"]
+    # runs are named by what sets them apart, and their columns by a short name in a legend
     quorum, classic_name = "quorum-sweep (queue quorum)", "classic-sweep (queue classic)"
-    assert list(side[0].keys()) == ["", quorum, classic_name]
+    legend = read_csv(compared.out_dir / "runs.csv")
+    assert [(r["run"], r["name"]) for r in legend] == [("R1", quorum), ("R2", classic_name)]
+    side = read_csv(compared.out_dir / "sessions.csv")
+    assert list(side[0].keys()) == ["", "R1", "R2"]
     by_metric = {row[""]: row for row in side}
-    assert by_metric["sets it apart"][classic_name] == "queue classic"
-    assert by_metric["queue type"][classic_name] == "classic"
-    assert num(by_metric["duration s"][classic_name]) == 45
+    assert by_metric["sets it apart"]["R2"] == "queue classic"
+    assert by_metric["queue type"]["R2"] == "classic"
+    assert num(by_metric["duration s"]["R2"]) == 45
+    table_md = (compared.out_dir / "comparison-inflight.md").read_text(encoding="utf-8")
+    header = table_md.splitlines()[4]
+    assert "| In-flight limit | msg/s · R1 | p99 ms · R1 |" in header
+    assert f"- R2: {classic_name} (session " in table_md
     # whole-run e2e p99 of the classic session, merged over all its phases
     classic = sessions["classic"]
     want = exp.percentiles_us(classic.latency, "e2e", "actual")
-    assert num(by_metric["e2e p99 ms"][classic_name]) == want["p99"] / 1000
+    assert num(by_metric["e2e p99 ms"]["R2"]) == want["p99"] / 1000
 
     comparison = read_csv(compared.out_dir / "comparison-inflight.csv")
     assert [int(r["In-flight limit"]) for r in comparison] == [10, 20, 40]
     quorum_sweep = read_csv(single.out_dir / "quorum-sweep-sweep-inflight.csv")
     for row, alone in zip(comparison, quorum_sweep, strict=True):
-        assert row[f"msg/s · {quorum}"] == alone["msg/s"]
-        assert row[f"p99 ms · {quorum}"] == alone["p99 ms"]
+        assert row["msg/s · R1"] == alone["msg/s"]
+        assert row["p99 ms · R1"] == alone["p99 ms"]
     bounds = exp.phase_bounds(classic)
     for row, phase_bounds in zip(comparison, bounds, strict=True):
         latency = exp.rows_in(classic.latency, phase_bounds)
         want = exp.percentiles_us(latency, "e2e", "actual")
-        assert num(row[f"p75 ms · {classic_name}"]) == want["p75"] / 1000
+        assert num(row["p75 ms · R2"]) == want["p75"] / 1000
     page = compared.html_path.read_text(encoding="utf-8")
     assert "<h1>quorum vs classic</h1>" in page
     assert "Runs compared" in page
