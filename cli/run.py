@@ -51,6 +51,7 @@ from flowdeck.engine import (
     Percentiles,
     RunEvent,
     RunRecording,
+    RunSpec,
     RunSummary,
     SendBasis,
     SpecError,
@@ -92,6 +93,13 @@ def register(subparsers: Any) -> None:
         help="run every seed figure of one benchmark (e.g. bench2: mirrored and quorum "
         "queues, no confirms, in-flight sweep, sweep with multiple-flag acks) one after the "
         "other, each recorded as its own session; --scale and flags apply to each",
+    )
+    parser.add_argument(
+        "--at-capacity",
+        action="store_true",
+        help="with --matrix: first find the rate this broker sustains for the benchmark's "
+        "most fragile run (mirrored queues without confirms; --autotune rate at --scale), "
+        "then run the matrix at the scale just past it (1.25x), where the seed's runs were",
     )
     add_perftest_option(parser)  # --perftest "PerfTest options" (cli/import_perftest.py)
     add_broker_arguments(parser)
@@ -180,6 +188,13 @@ def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
         "--autotune-max-backlog",
         metavar="MESSAGES",
         help="stop at once when more messages than this are ready in the run's queues",
+    )
+    group.add_argument(
+        "--autotune-then",
+        choices=("stay", "stop"),
+        default="stay",
+        help="when the search is done: stay at its choice until the run's end (default), or "
+        "stop the run there (a capacity probe)",
     )
     group.add_argument(
         "--autotune-hold",
@@ -347,6 +362,11 @@ def _run_matrix(args: argparse.Namespace) -> int:
     names = matrix(args.matrix)
     if getattr(args, "step", None):
         parse_duration(args.step, "step")  # a bad --step: exit 2 before the first run
+    if getattr(args, "at_capacity", False):
+        scale = _capacity_scale(args, names)
+        if scale is None:
+            return 1
+        args = argparse.Namespace(**{**vars(args), "scale": f"{scale:g}"})
     figure_of = {f.preset: f.number for f in FIGURES.values()}
     codes: list[tuple[str, int]] = []
     sessions: list[str] = []
@@ -370,6 +390,83 @@ def _run_matrix(args: argparse.Namespace) -> int:
     print(f"matrix {args.matrix}: " + ", ".join(f"{name} exit {code}" for name, code in codes))
     print_matrix_sessions(args, sessions)
     return max(code for _, code in codes)
+
+
+#: How far past the capacity found a matrix --at-capacity runs: the seed's runs were past
+#: their broker's capacity, by more than jitter.
+PAST_CAPACITY = 1.25
+
+
+def fragile_preset(names: list[str]) -> str:
+    """The matrix's most fragile run: mirrored queues without confirms (the seed's first to
+    fall behind), else a run without confirms, else the first."""
+    from flowdeck.engine import PRESETS
+
+    specs = {name: PRESETS[name] for name in names}
+    return next(
+        (n for n, s in specs.items() if s.mirroring and not s.confirms),
+        next((n for n, s in specs.items() if not s.confirms), names[0]),
+    )
+
+
+def scale_past(full: RunSpec, capacity: float) -> float:
+    """The scale of ``full`` (a preset at scale 1) whose total target rate is
+    :data:`PAST_CAPACITY` times ``capacity`` (msg/s), to two significant digits: scaling
+    keeps each publisher's rate and scales their number (``RunSpec.scaled``)."""
+    full_rate = full.publishers * full.rate
+    if full_rate <= 0:
+        raise SpecError("at_capacity", f"{full.name} has no target rate to scale")
+    return float(f"{min(100.0, PAST_CAPACITY * capacity / full_rate):.2g}")
+
+
+def _capacity_scale(args: argparse.Namespace, names: list[str]) -> float | None:
+    """Find the capacity of the matrix's most fragile run at ``--scale`` (``--autotune
+    rate``, the run stopped when the search ends) and the scale whose total target rate is
+    :data:`PAST_CAPACITY` times it; None when no rate held (said)."""
+    from flowdeck.engine import open_session, preset
+
+    name = fragile_preset(names)
+    probe_scale = float(args.scale) if getattr(args, "scale", None) else 0.05
+    spec = preset(name, probe_scale)
+    print(
+        f"matrix {args.matrix} --at-capacity: finding what this broker sustains for {name} "
+        f"at scale {probe_scale:g} ({spec.publishers} publisher(s), {spec.queues} queue(s))",
+        flush=True,
+    )
+    probe = argparse.Namespace(
+        **{
+            **vars(args),
+            "matrix": None,
+            "preset": name,
+            "scale": f"{probe_scale:g}",
+            "step": None,
+            "duration": args.duration or "600s",
+            "autotune": "rate",
+            "autotune_then": "stop",
+        }
+    )
+    code, session_dir = _run_recorded(probe)
+    found = None if session_dir is None else open_session(Path(session_dir)).figures().capacity
+    if found is None or found.rate is None:
+        why = "no rate held" if found is None else found.reasoning[-1]
+        print(
+            f"matrix {args.matrix} --at-capacity: no capacity found ({why}; exit {code}); "
+            "the matrix is not run",
+            file=sys.stderr,
+            flush=True,
+        )
+        return None
+    scale = scale_past(preset(name), found.rate)
+    chosen = preset(name, scale)
+    broke = "" if found.broke_at is None else f" and broke at {found.broke_at:,.0f} msg/s"
+    print(
+        f"matrix {args.matrix} --at-capacity: {name} held {found.rate:,.0f} msg/s{broke}; "
+        f"the matrix runs at scale {scale:g} ({chosen.publishers} publishers x "
+        f"{chosen.rate:g} msg/s = {chosen.publishers * chosen.rate:,.0f} msg/s, "
+        f"{PAST_CAPACITY:g}x the capacity found), past it as the seed's runs were",
+        flush=True,
+    )
+    return scale
 
 
 def matrix_run_args(args: argparse.Namespace, name: str) -> argparse.Namespace:
@@ -450,7 +547,13 @@ def _run_recorded(args: argparse.Namespace) -> tuple[int, str | None]:
             capacity=CapacityCheck(skip=args.skip_capacity_check),
         )
         if autotune is not None:
-            Autopilot(controller, **autotune).attach()  # begins when the run starts
+            then_stop = getattr(args, "autotune_then", "stay") == "stop"
+
+            def done(pilot: Autopilot) -> None:
+                asyncio.get_running_loop().create_task(controller.stop("the autopilot is done"))
+
+            # begins when the run starts
+            Autopilot(controller, **autotune, on_done=done if then_stop else None).attach()
         endpoint = None
         if args.metrics_port is not None:
             from flowdeck.engine import MetricsEndpoint

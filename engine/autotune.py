@@ -36,7 +36,7 @@ them); :class:`Autopilot` drives a run with them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, TypeGuard, runtime_checkable
@@ -493,8 +493,11 @@ class Autopilot(NullSink):
         max_backlog: int | None = None,
         hold_s: float | None = None,
         rule: SteadyRule | None = None,
+        on_done: Callable[[Autopilot], None] | None = None,
     ) -> None:
         self.run = run
+        #: Called once when the search has ended (done or stopped): e.g. to stop the run.
+        self.on_done = on_done
         self.setting = tunable(setting)
         setting = self.setting
         self.bounds = Bounds(max_p99_ms, max_backlog)
@@ -877,6 +880,9 @@ class Autopilot(NullSink):
 
     def _say(self, message: str) -> None:
         self.run.report_event(EventKind.INFO, message)
+        if not self.active and self.on_done is not None:
+            done, self.on_done = self.on_done, None
+            done(self)
 
 
 def _ms(value: float | None) -> str:

@@ -171,14 +171,20 @@ def build_report(
     # section takes its own.
     parts: list[tuple[str, str, list[Table], list[ChartJob]]] = []
     tables: list[Table] = []
+    checked = compare.seed_table(all_figures)
     if len(all_figures) > 1:
         compared = [
             compare.runs_table(all_figures),
             compare.sessions_table(all_figures),
             compare.comparison_table(all_figures),
         ]
+        if checked is not None:
+            compared.insert(0, checked)
         parts.append(("Runs compared", "", compared, _comparison_charts(all_figures)))
         tables += compared
+    elif checked is not None:
+        parts.append(("The seed's conclusions", "", [checked], []))
+        tables.append(checked)
     for figures in all_figures:
         key = figures.session.key
         session_tables = [

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from flowdeck.figures import seed
 from flowdeck.figures.verdict import Verdict
 from flowdeck.spark_reports.figures import (
     SETTING_TITLES,
@@ -367,4 +368,35 @@ def sessions_table(all_figures: Sequence[SessionFigures]) -> Table:
         "confirmed / first send to last confirm, consumed / first to last delivery), as "
         "the run's summary and `flowdeck sessions show` give it. e2e latency from the "
         "actual send, merged over the whole run.",
+    )
+
+
+def seed_table(all_figures: Sequence[SessionFigures]) -> Table | None:
+    """The seed write-up's conclusions checked against these runs (``figures.seed``): a row
+    per conclusion of every benchmark some run redoes; None when no run is a seed preset."""
+    runs = {str(f.session.manifest.spec.get("name") or ""): f.run for f in all_figures}
+    benchmarks = sorted({b for name in runs if (b := seed.preset_benchmark(name)) is not None})
+    if not benchmarks:
+        return None
+    rows = []
+    for claim in seed.claims_of(benchmarks):
+        finding = claim.judge(runs)
+        rows.append(
+            (
+                f"#{claim.benchmark}",
+                ", ".join(claim.presets),
+                claim.says,
+                finding.here,
+                finding.agreement.value,
+                finding.deciding or None,
+            )
+        )
+    return Table(
+        name="seed-check",
+        title="The seed's conclusions, checked here",
+        columns=("benchmark", "runs", "seed says", "here", "agrees?", "the figure that decides"),
+        rows=tuple(rows),
+        note="Each of the write-up's conclusions for the benchmarks these runs redo, judged "
+        "from the runs' figures by the report's own verdict rules (figures/seed.py states "
+        "each check). 'not run here': the matrix did not include that run.",
     )

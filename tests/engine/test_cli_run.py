@@ -267,3 +267,18 @@ def test_without_confirms_the_summary_says_loss_cannot_be_assessed(
     assert safety["confirms"] is False
     assert safety["confirmed"] == 0 and safety["unconfirmed"] == 0
     assert safety["published"] == safety["consumed"] > 0
+
+
+def test_at_capacity_picks_the_fragile_run_and_the_scale_just_past_its_capacity() -> None:
+    from flowdeck.cli.run import fragile_preset, scale_past
+    from flowdeck.engine import matrix, preset
+
+    names = matrix("bench2")
+    assert fragile_preset(names) == "bench2-mirrored-noconfirms"
+    full = preset("bench2-mirrored-noconfirms")  # 20 publishers x 2,000 msg/s
+    assert full.publishers * full.rate == 40_000
+    # a broker that held 6,400 msg/s: the matrix runs at 8,000 (1.25x), scale 0.2
+    scale = scale_past(full, 6_400)
+    assert scale == 0.2
+    chosen = preset("bench2-mirrored-noconfirms", scale)
+    assert chosen.publishers * chosen.rate == 8_000
