@@ -335,6 +335,9 @@ class RateSearch:
     bad: float | None = None
     confirmed: set[float] = field(default_factory=set)
     setting: Setting = Setting.RATE
+    #: A probe that said nothing of the rate (it drained a backlog, caught up or was too
+    #: short) is made again once the queues are empty.
+    retry: float | None = None
 
     @property
     def values(self) -> tuple[float, ...]:
@@ -347,9 +350,16 @@ class RateSearch:
         bound = self.bounds.max_p99_ms
         return bound is None or (step.p99_ms is not None and step.p99_ms <= bound)
 
+    @staticmethod
+    def inconclusive(step: StepResult) -> bool:
+        """A probe whose figures are a backlog's or too few: neither held nor failed."""
+        return step.verdict in (Verdict.DRAINING, Verdict.CATCHING_UP, Verdict.TOO_SHORT)
+
     def next_value(self) -> float | None:
         if not self.steps:
             return self.start
+        if self.retry is not None:
+            return self.retry
         if self.bad is None:
             upper = _two_digits(2 * (self.good or self.start))
             return upper if (self.good or 0.0) < upper <= self.high else None
@@ -364,6 +374,11 @@ class RateSearch:
     def add(self, step: StepResult) -> str | None:
         """Take a judged probe; why the search ends with it, or None to go on."""
         self.steps.append(step)
+        retried, self.retry = self.retry, None
+        if self.inconclusive(step) and retried != step.value:
+            # Once: a second inconclusive probe of the same rate counts as failed.
+            self.retry = step.value
+            return None
         if self.held(step):
             self.good = max(self.good or 0.0, step.value)
         else:
@@ -521,6 +536,8 @@ class Autopilot(NullSink):
         self._recovered_after = 0
         #: The current wait for the queues has been said (once per wait).
         self._wait_said = False
+        #: When the current recovery began (the first tick it was waited on).
+        self._recovery_since: float | None = None
         self._introduced = False
         self._step: _Step | None = None
         #: Why the search ended, for the closing event.
@@ -618,6 +635,7 @@ class Autopilot(NullSink):
             return
         self.state = State.SEARCHING
         self._recovering = False
+        self._recovery_since = None
         self._wait_said = False
         if not self._introduced:
             self._introduced = True
@@ -628,9 +646,19 @@ class Autopilot(NullSink):
         """Whether to wait for the queues before the next step: a backlog draining before
         the first one, or (after a failed rate probe) any backlog above the backlog size."""
         backlog = backlog_of(self._figures())
+        if self._recovering and now is not None:
+            # Back at a rate that held: the queues' polls lag them by a statistics interval
+            # or two, so the recovery holds at least a step's minimum before it looks.
+            self._recovery_since = self._recovery_since or now
+            if now - self._recovery_since < self.rule.min_hold_s:
+                self.state = State.WAITING
+                return True
         if backlog is None:
             return False
-        waiting = backlog.draining or (self._recovering and backlog.depth >= BACKLOG_MIN)
+        rising = backlog.slope is not None and backlog.slope > 1.0
+        waiting = backlog.draining or (
+            self._recovering and (backlog.depth >= BACKLOG_MIN or rising)
+        )
         if not waiting:
             return False
         self.state = State.WAITING

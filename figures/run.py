@@ -486,9 +486,11 @@ def rate_capacity(
 ) -> Capacity | None:
     """The highest target rate the run's load phases sustained, when they ran at two or
     more (None otherwise)."""
+    # The target a phase was set to (rate × publishers, the settings it ran at): its mean
+    # target can hold a second of the phase before it.
     points = [
         RatePoint(
-            target=float(p.target_rate),
+            target=p.figure("rate") * p.figure("publishers"),
             rate=p.figure("rate"),
             verdict=p.verdict or Verdict.OVERLOADED,
             p99_ms=p.p99_ms,

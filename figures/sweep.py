@@ -307,6 +307,12 @@ def capacity(points: Sequence[RatePoint], max_p99_ms: float | None = None) -> Ca
         + (f" with e2e p99 ≤ {max_p99_ms:g} ms" if max_p99_ms is not None else "")
     ]
     for point in sorted(points, key=lambda p: p.target):
+        if not (point.verdict.judged_capacity or point.verdict is Verdict.OVERLOADED):
+            reasoning.append(
+                f"{point.target:.0f} msg/s ({point.label or f'rate={point.rate:g}'}): "
+                f"set aside ({point.verdict.value})"
+            )
+            continue
         kept = point.sustained(max_p99_ms)
         why = point.verdict.value
         if point.verdict is Verdict.SUSTAINABLE and not kept:
@@ -315,7 +321,13 @@ def capacity(points: Sequence[RatePoint], max_p99_ms: float | None = None) -> Ca
             f"{point.target:.0f} msg/s ({point.label or f'rate={point.rate:g}'}): "
             + ("held" if kept else f"did not hold ({why})")
         )
+    # Only phases that judged the rate count: a backlog being drained, a catch-up or a phase
+    # too short to judge says nothing of it.
+    points = [p for p in points if p.verdict.judged_capacity or p.verdict is Verdict.OVERLOADED]
     held = [p for p in points if p.sustained(max_p99_ms)]
+    if not points:
+        reasoning.append("no phase judged a rate: nothing to say")
+        return Capacity(None, None, tuple(reasoning))
     if not held:
         reasoning.append("no rate held: the broker's capacity for this spec is below the lowest")
         return Capacity(None, None, tuple(reasoning), min(p.target for p in points))
