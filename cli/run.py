@@ -166,7 +166,7 @@ def add_secret_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_autotune_arguments(parser: argparse.ArgumentParser) -> None:
-    """The autopilot (docs/autotune.md): search a setting live, leave the run at the best."""
+    """The autopilot (docs/engine.md): search a setting live, leave the run at the best."""
     group = parser.add_argument_group(
         "autopilot",
         "Step a setting up the seed's percentages of the target rate, each until msg/s is "

@@ -7,7 +7,7 @@ source ``autotune``, the change grammar's :class:`Change`) and as a sink of the 
 every step is a change, every change opens a phase, and the recorded session splits into
 the steps the way the report splits any sweep.
 
-The search, as stated in ``docs/autotune.md``:
+The search, as stated in ``docs/engine.md`` (The autopilot):
 
 * **Ladder**: the seed's percentages of a base (1 % 2 % 5 % 10 % 20 % 50 % 100 % 200 %),
   extended below 1 % on the same 1-2-5 series so a short confirm round trip still finds its

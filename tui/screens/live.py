@@ -329,7 +329,7 @@ class LiveScreen(Screen[None]):
         self.show_schedule_state()
 
     def action_autotune(self) -> None:
-        """Start the autopilot on the in-flight limit, or stop it (docs/autotune.md): it
+        """Start the autopilot on the in-flight limit, or stop it (docs/engine.md): it
         steps the limit, holds each step until msg/s is steady and leaves the run at the
         value the report would recommend; its steps and choice show in the event log."""
         if self.finished:
