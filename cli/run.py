@@ -59,6 +59,7 @@ from flowdeck.engine import (
     server_tls_context,
     spark_placement_of,
     spec_naming,
+    ssl_context,
     tls_options,
     with_tls_options,
 )
@@ -303,6 +304,8 @@ def connection_broker(broker: Broker, args: argparse.Namespace) -> Broker:
         key_file=getattr(args, "key_file", None) or "",
         insecure=bool(getattr(args, "insecure", False)),
     )
+    if options.configured:
+        ssl_context(options)  # the files now, in one line, not when a worker first connects
     nodes = []
     for uri in broker.with_nodes(uris).uris:
         if options.configured and not uri.startswith("amqps://"):

@@ -35,11 +35,28 @@ from flowdeck.collectors.node_faults import FAULT_ACTIONS, FaultAction, FaultDon
 from flowdeck.collectors.prometheus import PrometheusCollector
 from flowdeck.collectors.prometheus_server import PrometheusServer, prometheus_target_for
 from flowdeck.collectors.provisioner import Provisioner, RegisteredNode, registered_nodes
+from flowdeck.collectors.untrusted import (
+    MANIFEST_LIMIT,
+    PEM_FILE_LIMIT,
+    SMALL_FILE_LIMIT,
+    SPEC_FILE_LIMIT,
+    UnreadableFile,
+    decode_text,
+    parse_json,
+    printable,
+    read_file_bytes,
+    read_file_json,
+    read_file_text,
+)
 from flowdeck.collectors.watch import BrokerSource, BrokerWatch
 
 __all__ = [
     "FAULT_ACTIONS",
+    "MANIFEST_LIMIT",
     "MASK",
+    "PEM_FILE_LIMIT",
+    "SMALL_FILE_LIMIT",
+    "SPEC_FILE_LIMIT",
     "URI_SEPARATOR",
     "Broker",
     "BrokerSample",
@@ -65,11 +82,18 @@ __all__ = [
     "SocketFigures",
     "SourceError",
     "TlsFiles",
+    "UnreadableFile",
     "attach_state",
+    "decode_text",
     "find_tool",
     "load_state",
     "parse_broker_uri",
+    "parse_json",
+    "printable",
     "prometheus_target_for",
+    "read_file_bytes",
+    "read_file_json",
+    "read_file_text",
     "redact",
     "registered_nodes",
     "save_state",

@@ -67,7 +67,7 @@ if TYPE_CHECKING:
     )
     from flowdeck.engine.latency import LatencyKind, SendBasis
     from flowdeck.engine.metrics_endpoint import MetricsEndpoint
-    from flowdeck.engine.perftest import spec_from_perftest
+    from flowdeck.engine.perftest import perftest_words, spec_from_perftest
     from flowdeck.engine.phase_figures import PhaseFigures, PhaseTable
     from flowdeck.engine.process import WorkerPool
     from flowdeck.engine.progress import summary_document
@@ -110,6 +110,7 @@ if TYPE_CHECKING:
         INSECURE_WARNING,
         TlsOptions,
         http_context,
+        ssl_context,
         tls_options,
         with_tls_options,
     )
@@ -188,7 +189,9 @@ _LAZY: dict[str, str] = {
     "running_runs": "flowdeck.engine.control",
     "runs_dir": "flowdeck.engine.control",
     "server_tls_context": "flowdeck.engine.control",
+    "perftest_words": "flowdeck.engine.perftest",
     "spec_from_perftest": "flowdeck.engine.perftest",
+    "ssl_context": "flowdeck.engine.tls",
     "tls_options": "flowdeck.engine.tls",
     "with_tls_options": "flowdeck.engine.tls",
     "WorkerPool": "flowdeck.engine.process",
@@ -296,6 +299,7 @@ __all__ = [
     "parse_control_address",
     "parse_fault",
     "parse_thresholds",
+    "perftest_words",
     "phase_load",
     "preset",
     "prometheus_for",
@@ -312,6 +316,7 @@ __all__ = [
     "spec_from_mapping",
     "spec_from_perftest",
     "spec_naming",
+    "ssl_context",
     "started_local_nodes",
     "started_node_for",
     "started_state",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
-from flowdeck.collectors import redact
+from flowdeck.collectors import printable, redact
 from flowdeck.engine.credentials import URI_ENV
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.spec import RunSpec
@@ -42,17 +42,22 @@ def state_file() -> Path:
 
 def started_state() -> LocalBroker | LocalCluster | None:
     """The node or cluster ``start`` left (its state file), or None."""
-    from flowdeck.collectors import attach_state, load_state
+    from flowdeck.collectors import UnreadableFile, attach_state, load_state
 
     path = state_file()
     if not path.exists():
         return None
     try:
         return attach_state(load_state(path))
+    except UnreadableFile as exc:
+        raise SpecError(
+            STATE_ENV, f"{exc.message}; ${STATE_ENV} names the file `flowdeck broker start` wrote"
+        ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SpecError(
             STATE_ENV,
-            f"the broker state file {path} cannot be read ({exc}); delete it and start again",
+            f"the broker state file {printable(str(path))} cannot be read ({exc}); "
+            "delete it and start again",
         ) from None
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from flowdeck.collectors.broker_uri import redact
+from flowdeck.collectors import SPEC_FILE_LIMIT, UnreadableFile, read_file_text, redact
 from flowdeck.engine.change import (
     Change,
     NodeFault,
@@ -571,19 +571,15 @@ def load_spec_file(path: Path, scale: float | None = None) -> RunSpec:
     from flowdeck.engine.presets import preset  # presets build on this module
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError("spec", f"cannot read spec file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(
-            "spec",
-            f"spec file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
-            f"offset {exc.start}); save it as UTF-8 TOML",
-        ) from None
+        text = read_file_text(path, what="spec file", limit=SPEC_FILE_LIMIT)
+    except UnreadableFile as exc:
+        raise SpecError("spec", exc.message) from None
     try:
         values = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError("spec", f"spec file {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError("spec", f"spec file {path} is nested too deeply") from None
     base = None
     if "preset" in values:
         name = values.pop("preset")
