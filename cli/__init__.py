@@ -15,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
+from flowdeck.collectors import printable
 from flowdeck.engine import FlowdeckError, SpecError
 
 #: Subcommand modules, in the order ``flowdeck --help`` lists them.
@@ -58,7 +59,7 @@ def usage_error(prog: str, message: str) -> NoReturn:
     missing = re.fullmatch(r"argument (?:\S+/)?(--\S+): expected one argument", message)
     if missing:
         hint = f" (a value starting with '-' is given as {missing.group(1)}=VALUE)"
-    print(f"{prog}: {message}{hint}; see {prog} --help", file=sys.stderr)
+    print(f"{prog}: {printable(message)}{hint}; see {prog} --help", file=sys.stderr)
     sys.exit(2)
 
 
@@ -117,10 +118,10 @@ def _dispatch(words: list[str]) -> int:
     try:
         code: int = args.handler(args)
     except SpecError as exc:
-        print(f"flowdeck: {exc.message}", file=sys.stderr)
+        print(f"flowdeck: {printable(exc.message)}", file=sys.stderr)
         return 2
     except FlowdeckError as exc:
-        print(f"flowdeck: {exc}", file=sys.stderr)
+        print(f"flowdeck: {printable(str(exc))}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

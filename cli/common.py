@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flowdeck.collectors import printable
 from flowdeck.engine import (
     DEFAULT_PRESET,
     FIELDS,
@@ -47,6 +48,20 @@ def parse_duration(text: str, field: str = "duration") -> float:
     if not match:
         raise SpecError(field, f"{field} must be seconds like 30, 30s, 5m or 1h, got {text!r}")
     return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+#: Longest drain taken: a consumer still behind after a day is a run to look at, not wait on.
+MAX_DRAIN_SECONDS = 24 * 3600.0
+
+
+def parse_drain(text: str) -> float:
+    """``--drain``: seconds (``5``, ``30s``, ``2m``) within 0..a day."""
+    seconds = parse_duration(text, "drain")
+    if not 0 <= seconds <= MAX_DRAIN_SECONDS:
+        raise SpecError(
+            "drain", f"drain must be 0..{MAX_DRAIN_SECONDS:.0f} s (a day), got {text.strip()}"
+        )
+    return seconds
 
 
 def parse_number(field: str, text: str) -> int | float:
@@ -227,6 +242,24 @@ def spec_from_args(args: argparse.Namespace) -> RunSpec:
     if steps != list(spec.schedule):
         spec = spec_from_mapping({"schedule": sorted(steps, key=lambda s: s.at)}, spec)
     return spec
+
+
+def sessions_dir(given: Path | str | None) -> Path:
+    """Where sessions are: ``given`` (``--sessions-dir``), else ``$FLOWDECK_SESSIONS_DIR``,
+    else the user's data directory. Something there that is not a directory is refused
+    (exit 2): a file given by mistake would read as "no sessions" and take no recording.
+    """
+    from flowdeck.engine import SESSIONS_DIR_ENV, default_sessions_root
+
+    root = Path(given).expanduser() if given else default_sessions_root()
+    source = "--sessions-dir" if given else f"${SESSIONS_DIR_ENV}"
+    if root.exists() and not root.is_dir():
+        raise SpecError(
+            "sessions_dir",
+            f"{source} {printable(str(root))} is not a directory; give the directory "
+            "sessions are recorded in",
+        )
+    return root
 
 
 def add_broker_arguments(parser: argparse.ArgumentParser) -> None:

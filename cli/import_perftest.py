@@ -22,6 +22,7 @@ from flowdeck.cli.common import (
     parse_step,
     spec_from_args,
 )
+from flowdeck.collectors import printable
 from flowdeck.engine import (
     RunSpec,
     SpecError,
@@ -68,8 +69,9 @@ def import_command(args: argparse.Namespace) -> int:
         raise SpecError("perftest", "give the PerfTest options, e.g. '-x 2 -y 2 -r 100 -z 60'")
     text = perftest_words(words[0] if len(words) == 1 else words)  # @FILE: the file's line
     spec = spec_from_perftest(text)
+    given = printable(text if isinstance(text, str) else " ".join(text))
     header = (
-        f"# flowdeck spec from PerfTest: {text if isinstance(text, str) else ' '.join(text)}\n"
+        f"# flowdeck spec from PerfTest: {given}\n"
         "# save it to a file and run it with: flowdeck run --spec FILE\n"
     )
     sys.stdout.write(header + spec_toml(spec))

@@ -16,6 +16,7 @@ import sys
 from typing import Any
 
 from flowdeck.cli.sessions import add_sessions_dir_argument, sessions_root
+from flowdeck.collectors import printable
 from flowdeck.engine import FlowdeckError, SessionNotFound, find_session
 
 
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         args.sessions = resolve_sessions(args)
     except InputError as exc:
-        print(f"flowdeck report: {exc}", file=sys.stderr)
+        print(f"flowdeck report: {printable(str(exc))}", file=sys.stderr)
         return 2
     missing = [name for name in ("pyspark", "matplotlib") if importlib.util.find_spec(name) is None]
     if missing:

@@ -23,8 +23,9 @@ from flowdeck.cli.common import (
     add_broker_arguments,
     add_spec_arguments,
     management_password_from,
+    parse_drain,
     parse_duration,
-    parse_number,
+    sessions_dir,
 )
 from flowdeck.cli.import_perftest import add_perftest_option, spec_from_run_args
 from flowdeck.cli.summary import (
@@ -33,7 +34,7 @@ from flowdeck.cli.summary import (
     rate_basis,
     with_thresholds,
 )
-from flowdeck.collectors import Broker, BrokerSample, redact
+from flowdeck.collectors import Broker, BrokerSample, printable, redact
 from flowdeck.engine import (
     INSECURE_WARNING,
     UNCHECKED_CONNECTIONS_LIMIT,
@@ -55,6 +56,7 @@ from flowdeck.engine import (
     check_exposure,
     parse_control_address,
     prometheus_for,
+    read_password_file,
     resolve_uri,
     server_tls_context,
     spark_placement_of,
@@ -124,7 +126,8 @@ def register(subparsers: Any) -> None:
         "--drain",
         metavar="SECONDS",
         default="5",
-        help="how long consumers may drain after publishing stops (default 5)",
+        help="how long consumers may drain after publishing stops: 5, 30s, 2m "
+        "(default 5 s, at most a day)",
     )
     parser.set_defaults(handler=run_command)
 
@@ -294,26 +297,46 @@ def print_hosts(rows: list[HostRow], out: TextIO) -> None:
     out.flush()
 
 
-def connection_broker(broker: Broker, args: argparse.Namespace) -> Broker:
-    """``broker`` with the password from --password-file/FLOWDECK_PASSWORD, the TLS
-    options of the flags on every node, and the management API's own credentials."""
-    uris = resolve_uri(broker.uri_list, password_file=getattr(args, "password_file", None))
-    options = TlsOptions(
+def tls_flags(args: argparse.Namespace) -> TlsOptions:
+    return TlsOptions(
         ca_file=getattr(args, "ca_file", None) or "",
         cert_file=getattr(args, "cert_file", None) or "",
         key_file=getattr(args, "key_file", None) or "",
         insecure=bool(getattr(args, "insecure", False)),
     )
-    if options.configured:
-        ssl_context(options)  # the files now, in one line, not when a worker first connects
+
+
+def check_connection_flags(args: argparse.Namespace, uris: tuple[str, ...]) -> None:
+    """The password file, the TLS files and the uris they apply to, checked before a
+    private node starts or a broker is touched (bad ones: one line, exit 2)."""
+    if getattr(args, "password_file", None):
+        read_password_file(args.password_file)
+    options = tls_flags(args)
+    if not options.configured:
+        return
+    ssl_context(options)  # the files now, not when a worker first connects
+    for uri in uris:
+        _require_tls_uri(uri)
+
+
+def _require_tls_uri(uri: str) -> None:
+    if not uri.startswith("amqps://"):
+        raise SpecError(
+            "uri",
+            f"TLS options need an amqps:// uri, got {redact(uri)!r}; "
+            "use amqps:// and the broker's TLS port (usually 5671)",
+        )
+
+
+def connection_broker(broker: Broker, args: argparse.Namespace) -> Broker:
+    """``broker`` with the password from --password-file/FLOWDECK_PASSWORD, the TLS
+    options of the flags on every node, and the management API's own credentials."""
+    uris = resolve_uri(broker.uri_list, password_file=getattr(args, "password_file", None))
+    options = tls_flags(args)
     nodes = []
     for uri in broker.with_nodes(uris).uris:
-        if options.configured and not uri.startswith("amqps://"):
-            raise SpecError(
-                "uri",
-                f"TLS options need an amqps:// uri, got {redact(uri)!r}; "
-                "use amqps:// and the broker's TLS port (usually 5671)",
-            )
+        if options.configured:
+            _require_tls_uri(uri)
         uri = with_tls_options(uri, options)
         tls_options(uri)  # a bad verify= parameter is an error now, not in the workers
         nodes.append(uri)
@@ -350,7 +373,7 @@ def _run_matrix(args: argparse.Namespace) -> int:
         try:
             code = _run_one(one)
         except FlowdeckError as exc:  # said now, so the matrix's last line can follow
-            print(f"flowdeck: {exc}", file=sys.stderr, flush=True)
+            print(f"flowdeck: {printable(str(exc))}", file=sys.stderr, flush=True)
             code = 2 if isinstance(exc, SpecError) else 1
         codes.append((name, code))
         if code == 2:
@@ -364,19 +387,13 @@ def _run_one(args: argparse.Namespace) -> int:
     autotune = autotune_options(args)
     control = control_options(args)
     placement = spark_placement(args, spec.workers)
-    drain = float(parse_number("duration", args.drain)) if args.drain else 5.0
+    drain = parse_drain(args.drain)
+    check_connection_flags(args, Broker.parse(spec.uri).uris if spec.uri else ())
     progress: TextIO = sys.stderr if args.json else sys.stdout
-    sessions_root = None
-    if not args.no_record:
-        if args.sessions_dir:
-            sessions_root = Path(args.sessions_dir)
-        else:
-            from flowdeck.engine import default_sessions_root
-
-            sessions_root = default_sessions_root()
+    sessions_root = None if args.no_record else sessions_dir(args.sessions_dir)
 
     def announce(text: str) -> None:
-        print(text, file=progress, flush=True)
+        print(printable(text), file=progress, flush=True)
 
     with (
         broker_for(spec, announce=announce) as broker,
@@ -451,7 +468,7 @@ async def _follow(controller: Controller, out: TextIO, server: ControlServer) ->
     controller.add_sink(printer)
     spec = controller.spec
     print(
-        f"flowdeck run {spec.name}: {spec.publishers} publishers x "
+        f"flowdeck run {printable(spec.name)}: {spec.publishers} publishers x "
         f"{spec.rate:g} msg/s, {spec.queues} {spec.queue_type} queue(s), "
         f"{spec.consumers} consumers, {spec.duration:g} s, "
         f"{controller.workers or 'no'} worker process(es), "
@@ -461,7 +478,7 @@ async def _follow(controller: Controller, out: TextIO, server: ControlServer) ->
     )
     await controller.start()
     if controller.session_dir:
-        print(f"recording to {controller.session_dir}", file=out, flush=True)
+        print(f"recording to {printable(str(controller.session_dir))}", file=out, flush=True)
     if server.entry is not None:
         print(
             f"control endpoint {server.url} (run {server.entry.run_id}: flowdeck steer, "
@@ -549,7 +566,7 @@ class ProgressPrinter(NullSink):
             started = self._controller.started_at or update.at  # events before the start: 0 s
             elapsed = max(0.0, update.at - started)
             warning = "warning: " if update.kind is EventKind.RECORDING_STOPPED else ""
-            self._out.write(f"[{elapsed:7.1f} s] {warning}{update.message}\n")
+            self._out.write(f"[{elapsed:7.1f} s] {warning}{printable(update.message)}\n")
         else:
             return
         self._out.flush()
@@ -585,7 +602,7 @@ def print_summary(summary: RunSummary, out: TextIO) -> None:
     ]
     lines = [
         "",
-        f"run {summary.name} {summary.outcome} ({summary.stop_reason}) after "
+        f"run {printable(summary.name)} {summary.outcome} ({printable(summary.stop_reason)}) after "
         f"{summary.duration:.1f} s, {summary.phases} phase(s)",
         f"{'messages':<34}{'count':>12}{'mean rate':>14}",
     ]
@@ -605,10 +622,10 @@ def print_summary(summary: RunSummary, out: TextIO) -> None:
                 + "".join(f"{_ms(p, a):>9}" for a in ("p50", "p75", "p95", "p99", "max"))
             )
     if summary.session_dir and Path(summary.session_dir).is_dir():
-        lines.append(f"session: {summary.session_dir}")
+        lines.append(f"session: {printable(summary.session_dir)}")
     if summary.recording_error:
-        lines.append(f"recording: {summary.recording_error}")
+        lines.append(f"recording: {printable(summary.recording_error)}")
     for error in summary.errors:
-        lines.append(f"error: {error}")
+        lines.append(f"error: {printable(error)}")
     out.write("\n".join(lines) + "\n")
     out.flush()

@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+from flowdeck.collectors import printable
 from flowdeck.engine import RUNS_DIR_ENV, running_runs, runs_dir
 
 
@@ -38,8 +39,8 @@ def runs_command(args: argparse.Namespace) -> int:
         return 0
     rows = [
         (
-            r.run_id,
-            r.name,
+            printable(r.run_id),
+            printable(r.name),
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
             r.url,
             str(r.pid),

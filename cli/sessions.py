@@ -12,7 +12,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flowdeck.collectors import redact
+from flowdeck.cli.common import sessions_dir
+from flowdeck.collectors import printable, redact
 from flowdeck.engine import (
     SESSIONS_DIR_ENV,
     Counters,
@@ -78,21 +79,21 @@ def register(subparsers: Any) -> None:
 
 
 def sessions_root(args: argparse.Namespace) -> Path:
-    root: Path | None = args.sessions_dir
-    return root.expanduser() if root is not None else default_sessions_root()
+    return sessions_dir(args.sessions_dir)
 
 
 def list_command(args: argparse.Namespace) -> int:
     root = sessions_root(args)
     infos = list_sessions(root)
     if not infos:
-        print(f"no sessions in {root}")
+        print(f"no sessions in {printable(str(root))}")
         return 0
     # One unreadable session must not hide the others: it is left out, with one line why.
     skipped = [info for info in infos if info.problem]
     for info in skipped:
-        problem = " ".join(info.problem.split())
-        print(f"flowdeck: skipped session {info.session_id}: {problem}", file=sys.stderr)
+        problem = printable(" ".join(info.problem.split()))
+        shown = printable(info.session_id)
+        print(f"flowdeck: skipped session {shown}: {problem}", file=sys.stderr)
     readable = [info for info in infos if not info.problem]
     header = ("ID", "START", "NAME", "DURATION", "OUTCOME", "PHASES", "PEAK PUB/s", "PEAK CONS/s")
     rows = [header, *(_list_row(info, _sustained_peaks(info.path)) for info in readable)]
@@ -106,7 +107,7 @@ def list_command(args: argparse.Namespace) -> int:
         print("  ".join(cells).rstrip())
     count = len(readable)
     unreadable = f" ({len(skipped)} unreadable, skipped)" if skipped else ""
-    print(f"{count} session{'s' if count != 1 else ''} in {root}{unreadable}")
+    print(f"{count} session{'s' if count != 1 else ''} in {printable(str(root))}{unreadable}")
     return 0
 
 
@@ -124,9 +125,9 @@ def _sustained_peaks(path: Path) -> tuple[float | None, float | None]:
 
 def _list_row(info: SessionInfo, peaks: tuple[float | None, float | None]) -> tuple[str, ...]:
     return (
-        info.session_id,
+        printable(info.session_id),
         _local_time(info.start),
-        info.name,
+        printable(info.name),
         _seconds(info.duration),
         info.outcome,
         str(info.phases),
@@ -197,7 +198,7 @@ def show_command(args: argparse.Namespace) -> int:
         lines.append(("problem", problem))
     width = max(len(label) for label, _ in lines)
     for label, value in lines:
-        print(f"{label.ljust(width)}  {value}")
+        print(f"{label.ljust(width)}  {printable(value)}")
     print()
     events = session.events
     print(f"events ({len(events)})")
@@ -206,7 +207,7 @@ def show_command(args: argparse.Namespace) -> int:
         marker = "!" if event.kind in _ALERT_KINDS else " "
         print(
             f"{marker}{event.at - manifest.start:+9.1f}s  {event.kind.value:<17}"
-            f"{change:<5} {event.message}"
+            f"{change:<5} {printable(event.message)}"
         )
     return 0
 
@@ -225,15 +226,16 @@ def export_command(args: argparse.Namespace) -> int:
             f"cannot write CSV files to {args.csv}: {exc.strerror or exc}; choose another --csv"
         ) from None
     for path in written:
-        print(path)
-    print(f"exported session {session.session_id} to {args.csv} ({len(written)} files)")
+        print(printable(str(path)))
+    shown = printable(str(args.csv))
+    print(f"exported session {session.session_id} to {shown} ({len(written)} files)")
     return 0
 
 
 def delete_command(args: argparse.Namespace) -> int:
     deleted = delete_session(sessions_root(args), args.session_id)
     print(
-        f"deleted session {deleted.path.name}: {deleted.path} "
+        f"deleted session {printable(deleted.path.name)}: {printable(str(deleted.path))} "
         f"({deleted.files} files, {_size(deleted.size_bytes)})"
     )
     return 0

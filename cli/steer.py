@@ -12,6 +12,7 @@ import sys
 from typing import Any
 
 from flowdeck.cli import usage_error
+from flowdeck.collectors import printable
 from flowdeck.engine import (
     ControlClient,
     ControlRefused,
@@ -127,9 +128,9 @@ def steer_command(args: argparse.Namespace) -> int:
         try:
             answer = client.change(text, wait=args.wait)
         except ControlRefused as exc:
-            print(f"flowdeck: {text}: {exc.message}", file=sys.stderr)
+            print(f"flowdeck: {printable(text)}: {printable(exc.message)}", file=sys.stderr)
             return 2 if exc.status < 500 else 1
-        change = answer.get("change") or text
+        change = printable(str(answer.get("change") or text))
         if answer.get("in_force"):
             print(f"{change} in force after {answer.get('in_force_after_ms', 0)} ms", flush=True)
         else:

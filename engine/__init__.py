@@ -63,6 +63,7 @@ if TYPE_CHECKING:
         broker_of,
         broker_uri,
         management_password,
+        read_password_file,
         resolve_uri,
     )
     from flowdeck.engine.latency import LatencyKind, SendBasis
@@ -182,6 +183,7 @@ _LAZY: dict[str, str] = {
     "http_context": "flowdeck.engine.tls",
     "list_sessions": "flowdeck.engine.recording.reader",
     "management_password": "flowdeck.engine.credentials",
+    "read_password_file": "flowdeck.engine.credentials",
     "open_session": "flowdeck.engine.recording.reader",
     "open_session_by_id": "flowdeck.engine.recording.reader",
     "parse_control_address": "flowdeck.engine.control",
@@ -303,6 +305,7 @@ __all__ = [
     "phase_load",
     "preset",
     "prometheus_for",
+    "read_password_file",
     "resolve_broker",
     "resolve_uri",
     "resolve_workers",

@@ -214,6 +214,12 @@ class RunSpec:
                 continue
             _check_field(name, info, getattr(self, name))
         _check_uri(self.uri)
+        if not self.queue_pattern.strip():
+            raise SpecError(
+                "queue_pattern",
+                f"queue_pattern must name the queues, got {self.queue_pattern!r} (an empty "
+                "name makes the broker invent one, left behind after the run); e.g. 'flowdeck-%d'",
+            )
         if "%d" not in self.queue_pattern and self.queues > 1:
             raise SpecError(
                 "queue_pattern",

@@ -9,10 +9,12 @@ same type and arguments, and the broker must have sockets for every client conne
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aio_pika
@@ -323,22 +325,58 @@ def binding_keys(spec: RunSpec, queue_index: int) -> list[str]:
     return keys
 
 
-async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
-    """Declare the spec's exchange (if named), queues and bindings; the queue names."""
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """What :func:`declare` made that was not on the broker before: what a run that fails
+    to start deletes again (queues someone else had are left alone)."""
+
+    queues: tuple[str, ...] = ()
+    exchange: str = ""
+
+
+async def _exists(connection: AbstractConnection, name: str, *, exchange: bool = False) -> bool:
+    """Whether queue (or exchange) ``name`` is on the broker: a passive declare, on a
+    channel of its own since a missing one closes the channel it was asked on."""
+    channel = await connection.channel()
+    try:
+        if exchange:
+            await channel.declare_exchange(name, passive=True)
+        else:
+            await channel.declare_queue(name, passive=True)
+    except aiormq.exceptions.ChannelNotFoundEntity:
+        return False
+    with contextlib.suppress(aiormq.exceptions.AMQPError):
+        await channel.close()
+    return True
+
+
+async def declare(spec: RunSpec, uri: str) -> Declared:
+    """Declare the spec's exchange (if named), queues and bindings; what was made new.
+
+    When a declaration is refused (a queue with other arguments, consumers of another run
+    on the queues) what this call made is deleted again before the error is raised: a run
+    that does not start leaves nothing on the broker.
+    """
     connection = await connect(uri)
+    created: list[str] = []
+    new_exchange = ""
     try:
         channel = await connection.channel()
         exchange = None
         if spec.exchange:
+            predeclared = spec.exchange in PREDECLARED_EXCHANGES
+            if not predeclared and not await _exists(connection, spec.exchange, exchange=True):
+                new_exchange = spec.exchange
             try:
                 exchange = await channel.declare_exchange(
                     spec.exchange,
                     _exchange_type(spec),
                     durable=spec.durable,
                     # amq.* exist already; declaring one for real is refused (ACCESS_REFUSED)
-                    passive=spec.exchange in PREDECLARED_EXCHANGES,
+                    passive=predeclared,
                 )
             except aiormq.exceptions.ChannelPreconditionFailed as exc:
+                new_exchange = ""
                 reason = exc.args[0] if exc.args else str(exc)
                 raise FlowdeckError(
                     f"exchange {spec.exchange!r} exists with other settings than the spec "
@@ -348,6 +386,7 @@ async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
         arguments = queue_arguments(spec)
         busy: dict[str, int] = {}
         for index, name in enumerate(spec.queue_names):
+            existed = await _exists(connection, name)
             try:
                 queue = await channel.declare_queue(name, durable=spec.durable, arguments=arguments)
             except aiormq.exceptions.ChannelPreconditionFailed as exc:
@@ -361,6 +400,8 @@ async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
                 raise FlowdeckError(
                     f"the broker refused to declare queue {name!r}: {exc}"
                 ) from None
+            if not existed:
+                created.append(name)
             consumers = queue.declaration_result.consumer_count
             if consumers:
                 busy[name] = consumers
@@ -368,7 +409,34 @@ async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
                 for key in binding_keys(spec, index):
                     await queue.bind(exchange, routing_key=key)
         refuse_busy_queues(spec, busy)
-        return spec.queue_names
+        return Declared(tuple(created), new_exchange)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await _undo(connection, Declared(tuple(created), new_exchange))
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            await connection.close()
+
+
+async def _undo(connection: AbstractConnection, declared: Declared) -> None:
+    channel = await connection.channel()
+    for name in declared.queues:
+        try:
+            await channel.queue_delete(name)
+        except aiormq.exceptions.AMQPError:
+            channel = await connection.channel()
+    if declared.exchange:
+        await channel.exchange_delete(declared.exchange)
+
+
+async def undeclare(uris: Sequence[str], declared: Declared) -> None:
+    """Delete what :func:`declare` made, through the first of ``uris`` that answers."""
+    if not (declared.queues or declared.exchange):
+        return
+    connection = await connect_any(uris)
+    try:
+        await _undo(connection, declared)
     finally:
         await connection.close()
 
