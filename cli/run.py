@@ -54,6 +54,7 @@ from flowdeck.engine import (
     TlsOptions,
     broker_for,
     check_exposure,
+    check_runs_dir,
     parse_control_address,
     prometheus_for,
     read_password_file,
@@ -389,8 +390,10 @@ def _run_one(args: argparse.Namespace) -> int:
     placement = spark_placement(args, spec.workers)
     drain = parse_drain(args.drain)
     check_connection_flags(args, Broker.parse(spec.uri).uris if spec.uri else ())
+    check_runs_dir()  # another user's or a symlinked runs directory: refused now
     progress: TextIO = sys.stderr if args.json else sys.stdout
-    sessions_root = None if args.no_record else sessions_dir(args.sessions_dir)
+    started_from = sessions_dir(args.sessions_dir)
+    sessions_root = None if args.no_record else started_from
 
     def announce(text: str) -> None:
         print(printable(text), file=progress, flush=True)
@@ -437,7 +440,7 @@ def _run_one(args: argparse.Namespace) -> int:
             controller.add_sink(endpoint)
             announce(f"serving client metrics at {endpoint.url}")
         try:
-            summary = asyncio.run(_run(controller, progress, control))
+            summary = asyncio.run(_run(controller, progress, control, started_from))
         finally:
             if endpoint is not None:
                 endpoint.stop()
@@ -451,10 +454,13 @@ async def _run(
     controller: Controller,
     out: TextIO,
     control: tuple[ControlAddress, ssl.SSLContext | None] = (ControlAddress(), None),
+    sessions_root: Path | None = None,
 ) -> RunSummary:
     from flowdeck.engine import ControlServer  # the HTTP server loads only for a run
 
-    server = ControlServer(controller, address=control[0], tls=control[1])
+    server = ControlServer(
+        controller, address=control[0], tls=control[1], sessions_root=sessions_root
+    )
     controller.add_sink(server)
     await server.start()  # a taken --control port stops the run before any load
     try:

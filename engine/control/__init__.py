@@ -25,9 +25,12 @@ if TYPE_CHECKING:
         Endpoint,
         endpoint_for,
     )
+    from flowdeck.engine.control.openapi import MAX_CHANGES
     from flowdeck.engine.control.registry import (
         RUNS_DIR_ENV,
         RunEntry,
+        UnsafeRunsDir,
+        check_runs_dir,
         find_run,
         running_runs,
         runs_dir,
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
     from flowdeck.engine.control.server import ControlServer
 
 _LAZY: dict[str, str] = {
+    "MAX_CHANGES": "openapi",
     "ControlAddress": "address",
     "ControlClient": "client",
     "ControlRefused": "client",
@@ -44,6 +48,8 @@ _LAZY: dict[str, str] = {
     "RUNS_DIR_ENV": "registry",
     "RemoteRun": "remote",
     "RunEntry": "registry",
+    "UnsafeRunsDir": "registry",
+    "check_runs_dir": "registry",
     "check_exposure": "address",
     "endpoint_for": "client",
     "find_run": "registry",
@@ -62,6 +68,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "MAX_CHANGES",
     "RUNS_DIR_ENV",
     "ControlAddress",
     "ControlClient",
@@ -70,7 +77,9 @@ __all__ = [
     "Endpoint",
     "RemoteRun",
     "RunEntry",
+    "UnsafeRunsDir",
     "check_exposure",
+    "check_runs_dir",
     "endpoint_for",
     "find_run",
     "parse_control_address",

@@ -86,10 +86,12 @@ def endpoint_for(
     token_file: str | None = None,
     ca_file: str | None = None,
     folder: Path | None = None,
+    sessions_root: Path | None = None,
 ) -> Endpoint:
     """The endpoint of the run ``run`` names (see :func:`registry.find_run`), or of the
     URL ``run`` with its token given (--token, --token-file, $FLOWDECK_CONTROL_TOKEN) or
-    known from this host's list of runs."""
+    known from this host's list of runs. With no ``run``, the only run started from
+    ``sessions_root`` (see :func:`registry.find_run`)."""
     given = _token_from(token, token_file)
     if run and run.startswith(("http://", "https://")):
         url = run.rstrip("/")
@@ -103,7 +105,7 @@ def endpoint_for(
                 )
             given = entry.token
         return Endpoint(url, given, ca_file=ca_file or "")
-    entry = find_run(run, folder)
+    entry = find_run(run, folder, sessions_root=sessions_root)
     return Endpoint(entry.url, given or entry.token, entry.run_id, ca_file or "")
 
 
@@ -159,6 +161,19 @@ class ControlClient:
             timeout=wait + self._timeout,
         )
         return result
+
+    def changes(self, texts: list[str], *, wait: float = DEFAULT_WAIT_SECONDS) -> list[Any]:
+        """Ask for several changes in one request (all checked by the run before the
+        first is asked); each answer as :meth:`change` gives it."""
+        result: dict[str, Any] = self._call(
+            "POST",
+            "/changes",
+            params={"wait": f"{wait:g}"},
+            json={"changes": texts},
+            timeout=wait + self._timeout,
+        )
+        states: list[Any] = result["changes"]
+        return states
 
     def change_state(self, change_id: int) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/changes/{change_id}")

@@ -11,6 +11,8 @@ from typing import Any
 
 #: Longest change text the API takes (a mark's label included).
 MAX_CHANGE_LENGTH = 500
+#: Most changes one POST /changes takes.
+MAX_CHANGES = 1000
 #: Longest a POST /changes may wait for the change to be in force, in seconds.
 MAX_WAIT_SECONDS = 30.0
 DEFAULT_WAIT_SECONDS = 10.0
@@ -51,9 +53,23 @@ _CHANGE_STATE = {
 }
 
 
+_CHANGE_TEXT = {
+    "type": "string",
+    "minLength": 1,
+    "maxLength": MAX_CHANGE_LENGTH,
+    "pattern": "\\S",
+    "description": "as typed at the cockpit's = prompt",
+}
+
+
 def openapi_description(version: str) -> dict[str, Any]:
     """The description of this server (``version``: flowdeck's)."""
-    change_state = {"$ref": "#/components/schemas/ChangeState"}
+    change_state = {
+        "oneOf": [
+            {"$ref": "#/components/schemas/ChangeState"},
+            {"$ref": "#/components/schemas/ChangeBatch"},
+        ]
+    }
     return {
         "openapi": "3.0.3",
         "info": {
@@ -81,7 +97,8 @@ def openapi_description(version: str) -> dict[str, Any]:
             "/changes": {
                 "post": {
                     "operationId": "change",
-                    "summary": "ask for a change; answers once it is in force or `wait` ends",
+                    "summary": "ask for a change, or several at once; answers once they are "
+                    "in force or `wait` ends",
                     "parameters": [
                         {
                             "name": "wait",
@@ -124,7 +141,7 @@ def openapi_description(version: str) -> dict[str, Any]:
                         }
                     ],
                     "responses": {
-                        "200": _json(change_state, "the change"),
+                        "200": _json({"$ref": "#/components/schemas/ChangeState"}, "the change"),
                         **_errors(400, 401, 404),
                     },
                 }
@@ -193,16 +210,32 @@ def openapi_description(version: str) -> dict[str, Any]:
                     "properties": {"error": {"type": "string"}},
                 },
                 "ChangeRequest": {
+                    "oneOf": [
+                        {
+                            "type": "object",
+                            "required": ["change"],
+                            "properties": {"change": _CHANGE_TEXT},
+                            "additionalProperties": False,
+                        },
+                        {
+                            "type": "object",
+                            "required": ["changes"],
+                            "properties": {
+                                "changes": {
+                                    "type": "array",
+                                    "items": _CHANGE_TEXT,
+                                    "minItems": 1,
+                                    "maxItems": MAX_CHANGES,
+                                }
+                            },
+                            "additionalProperties": False,
+                        },
+                    ]
+                },
+                "ChangeBatch": {
                     "type": "object",
-                    "required": ["change"],
-                    "properties": {
-                        "change": {
-                            "type": "string",
-                            "minLength": 1,
-                            "maxLength": MAX_CHANGE_LENGTH,
-                            "description": "as typed at the cockpit's = prompt",
-                        }
-                    },
+                    "required": ["changes"],
+                    "properties": {"changes": {"type": "array", "items": _CHANGE_STATE}},
                 },
                 "ChangeState": _CHANGE_STATE,
                 "State": {

@@ -42,6 +42,7 @@ from flowdeck.engine.control.address import ControlAddress
 from flowdeck.engine.control.openapi import (
     DEFAULT_WAIT_SECONDS,
     MAX_CHANGE_LENGTH,
+    MAX_CHANGES,
     MAX_WAIT_SECONDS,
     openapi_description,
 )
@@ -69,8 +70,17 @@ EVENT_BACKLOG = 500
 STREAM_QUEUE = 2_000
 #: Seconds between keep-alive comments on an idle stream.
 KEEPALIVE_SECONDS = 15.0
-#: Largest request body taken.
-MAX_BODY = 64 * 1024
+#: Largest request body taken: a batch of MAX_CHANGES changes of the longest kind fits.
+MAX_BODY = 1024 * 1024
+#: Seconds a connection has to send a whole request's headers (from its opening, or from
+#: the last answer on it), and a request its body: a client that trickles bytes to hold a
+#: connection open (slow loris) is closed then.
+HEADER_TIMEOUT = 10.0
+BODY_TIMEOUT = 10.0
+#: Connections served at once (a cockpit attached takes two, a steer one). At the cap the
+#: oldest connection with no request in progress is closed for the new one; with every
+#: one busy, the new one is answered 503.
+MAX_CONNECTIONS = 32
 
 
 def new_token() -> str:
@@ -106,6 +116,25 @@ class _Refused(Exception):
         self.message = message
 
 
+class _TooMany(asyncio.Protocol):
+    """A connection over :data:`MAX_CONNECTIONS` while every one is busy: answered 503
+    with the one-line JSON error, then closed."""
+
+    _BODY = json.dumps(
+        {"error": f"the control endpoint serves {MAX_CONNECTIONS} connections at once; retry"}
+    ).encode()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        transport.write(
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            b"Connection: close\r\nRetry-After: 1\r\n"
+            + f"Content-Length: {len(self._BODY)}\r\n\r\n".encode()
+            + self._BODY
+        )
+        transport.close()
+
+
 def _sse(kind: str, payload: Any) -> bytes:
     return f"event: {kind}\ndata: {_dumps(payload)}\n\n".encode()
 
@@ -126,8 +155,12 @@ class ControlServer(NullSink):
         tls: ssl.SSLContext | None = None,
         token: str | None = None,
         runs_dir: Path | None = None,
+        sessions_root: Path | None = None,
     ) -> None:
         self.controller = controller
+        #: The sessions directory the run was started from (its session's parent when it
+        #: records): steer and attach with no run named look for runs of their own one.
+        self.sessions_root = sessions_root
         self.address = address or ControlAddress()
         self.token = token or new_token()
         self._tls = tls
@@ -148,6 +181,9 @@ class ControlServer(NullSink):
         self._waiters: dict[int, list[asyncio.Future[RunEvent]]] = {}
         self._subscribers: set[asyncio.Queue[bytes | None]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._listener: asyncio.Server | None = None
+        #: Connections with a request in a handler now (a stream, a change waiting).
+        self._busy: set[object] = set()
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -191,10 +227,31 @@ class ControlServer(NullSink):
         app.router.add_post("/schedule/skip", self._skip_step)
         app.router.add_post("/schedule/resume", self._resume_schedule)
         app.router.add_get("/openapi.json", self._openapi)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # aiohttp's keep-alive timeout runs from a connection's opening and from each
+        # answer until a whole request has come: the header-read timeout.
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, keepalive_timeout=HEADER_TIMEOUT
+        )
         await runner.setup()
-        site = web.SockSite(runner, sock, ssl_context=self._tls, shutdown_timeout=1.0)
-        await site.start()
+        server = runner.server
+        assert server is not None
+
+        def connection() -> asyncio.BaseProtocol:
+            if len(server.connections) < MAX_CONNECTIONS:
+                return server()
+            idle = [c for c in server.connections if c not in self._busy]
+            if not idle:
+                return _TooMany()
+            idle[0].force_close()  # the oldest that holds a connection without a request
+            return server()
+
+        loop = asyncio.get_running_loop()
+        if self._tls is not None:
+            self._listener = await loop.create_server(
+                connection, sock=sock, ssl=self._tls, ssl_handshake_timeout=HEADER_TIMEOUT
+            )
+        else:
+            self._listener = await loop.create_server(connection, sock=sock)
         self._runner = runner
         if self.controller.started_at:
             self._register()
@@ -208,6 +265,9 @@ class ControlServer(NullSink):
         if self._starting is not None and not self._starting.done():
             with contextlib.suppress(Exception):
                 await self._starting
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
         runner, self._runner = self._runner, None
         if runner is not None:
             with contextlib.suppress(Exception):
@@ -246,11 +306,21 @@ class ControlServer(NullSink):
             pid=pid,
             pid_started=process_started(pid) or 0.0,
             session_dir=str(session) if session is not None else None,
+            sessions_root=str(self._sessions_root_of(session)),
         )
         try:
             self._entry_paths = register(self.entry, self._runs_dir)
         except FlowdeckError as exc:
             self._trouble(f"control endpoint at {self.url} not listed: {exc}")
+
+    def _sessions_root_of(self, session: Path | None) -> Path:
+        if self.sessions_root is not None:
+            return self.sessions_root.resolve()
+        if session is not None:
+            return session.resolve().parent
+        from flowdeck.engine.recording.recorder import default_sessions_root
+
+        return default_sessions_root().resolve()
 
     # -- as a sink of the run ------------------------------------------------------------
 
@@ -397,6 +467,7 @@ class ControlServer(NullSink):
             token.strip().encode(), self.token.encode()
         ):
             return _error(401, "wrong token for this run")
+        self._busy.add(request.protocol)
         try:
             return await handler(request)
         except _Refused as exc:
@@ -414,6 +485,8 @@ class ControlServer(NullSink):
             log.exception("control endpoint: %s %s failed", request.method, request.path)
             self._trouble(f"control endpoint: {request.method} {request.path} failed: {exc!r}")
             return _error(500, f"the control endpoint failed on this request: {exc!r}")
+        finally:
+            self._busy.discard(request.protocol)
 
     async def _openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi_description(_version()))
@@ -422,7 +495,10 @@ class ControlServer(NullSink):
         return web.json_response(self.status(), dumps=_dumps)
 
     async def _json_body(self, request: web.Request) -> Any:
-        raw = await request.read()
+        try:
+            raw = await asyncio.wait_for(request.read(), BODY_TIMEOUT)
+        except TimeoutError:
+            raise _Refused(408, f"the body did not come within {BODY_TIMEOUT:g} s") from None
         if not raw.strip():
             return {}
         try:
@@ -433,29 +509,55 @@ class ControlServer(NullSink):
             ) from None
 
     async def _post_change(self, request: web.Request) -> web.Response:
+        """One change (``{"change": ...}``) or several in one request (``{"changes":
+        [...]}``, all checked before the first is asked); the answer waits up to ``wait``
+        for every one to be in force."""
         wait = self._wait_of(request)
         body = await self._json_body(request)
-        text = body.get("change") if isinstance(body, dict) else None
-        if not isinstance(text, str) or not text.strip():
-            raise _Refused(400, 'the body needs a change, e.g. {"change": "inflight=200"}')
-        if len(text) > MAX_CHANGE_LENGTH:
-            raise _Refused(400, f"a change is at most {MAX_CHANGE_LENGTH} characters")
-        try:
-            change = parse_change(text)
-            if self.state != "running":
-                raise _Refused(409, f"the run is {self.state}: changes apply only while it runs")
-            change_id = self.controller.request(change, source="api")
-        except SpecError as exc:
-            raise _Refused(400, exc.message) from None
-        except FlowdeckError as exc:
-            raise _Refused(409, str(exc)) from None
-        applied = await self._applied_within(change_id, wait)
-        state = self.change_state(change_id) or {
-            "id": change_id,
-            "change": change.describe(),
-            "in_force": False,
-        }
-        return web.json_response(state, status=200 if applied else 202, dumps=_dumps)
+        batch = isinstance(body, dict) and "changes" in body
+        texts = (
+            body.get("changes")
+            if batch
+            else [body.get("change")]
+            if isinstance(body, dict)
+            else None
+        )
+        if not isinstance(texts, list) or not texts:
+            raise _Refused(
+                400,
+                'the body needs a change, e.g. {"change": "inflight=200"}, or a list of them, '
+                'e.g. {"changes": ["inflight=200", "prefetch=50"]}',
+            )
+        if len(texts) > MAX_CHANGES:
+            raise _Refused(400, f"at most {MAX_CHANGES} changes in one request, got {len(texts)}")
+        changes = []
+        for text in texts:
+            if not isinstance(text, str) or not text.strip():
+                raise _Refused(400, f"a change is text such as inflight=200, got {text!r}")
+            if len(text) > MAX_CHANGE_LENGTH:
+                raise _Refused(400, f"a change is at most {MAX_CHANGE_LENGTH} characters")
+            try:
+                changes.append(parse_change(text))
+            except SpecError as exc:
+                raise _Refused(400, exc.message) from None
+        if self.state != "running":
+            raise _Refused(409, f"the run is {self.state}: changes apply only while it runs")
+        ids = []
+        for change in changes:
+            try:
+                ids.append(self.controller.request(change, source="api"))
+            except SpecError as exc:
+                raise _Refused(400, exc.message) from None
+            except FlowdeckError as exc:
+                raise _Refused(409, str(exc)) from None
+        applied = await self._applied_within(ids, wait)
+        states = [
+            self.change_state(change_id)
+            or {"id": change_id, "change": change.describe(), "in_force": False}
+            for change_id, change in zip(ids, changes, strict=True)
+        ]
+        answer = {"changes": states} if batch else states[0]
+        return web.json_response(answer, status=200 if applied else 202, dumps=_dumps)
 
     def _wait_of(self, request: web.Request) -> float:
         raw = request.query.get("wait")
@@ -469,22 +571,28 @@ class ControlServer(NullSink):
             raise _Refused(400, f"wait must be 0..{MAX_WAIT_SECONDS:g} seconds, got {raw!r}")
         return wait
 
-    async def _applied_within(self, change_id: int, wait: float) -> bool:
-        if change_id in self._applied:
+    async def _applied_within(self, change_ids: list[int], wait: float) -> bool:
+        """Whether every change of ``change_ids`` is in force within ``wait`` seconds."""
+        missing = [i for i in change_ids if i not in self._applied]
+        if not missing:
             return True
         if wait <= 0:
             return False
-        waiter: asyncio.Future[RunEvent] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(change_id, []).append(waiter)
+        loop = asyncio.get_running_loop()
+        waiters: dict[int, asyncio.Future[RunEvent]] = {}
+        for change_id in missing:
+            waiters[change_id] = loop.create_future()
+            self._waiters.setdefault(change_id, []).append(waiters[change_id])
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), wait)
-        except TimeoutError:
-            return False
+            _, pending = await asyncio.wait(waiters.values(), timeout=wait)
+            return not pending
         finally:
-            waiters = self._waiters.get(change_id, [])
-            if waiter in waiters:
-                waiters.remove(waiter)
-        return True
+            for change_id, waiter in waiters.items():
+                listed = self._waiters.get(change_id, [])
+                if waiter in listed:
+                    listed.remove(waiter)
+                if not listed:
+                    self._waiters.pop(change_id, None)
 
     async def _change_state(self, request: web.Request) -> web.Response:
         raw = request.match_info["change_id"]
