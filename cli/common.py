@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -260,6 +261,29 @@ def sessions_dir(given: Path | str | None) -> Path:
             "sessions are recorded in",
         )
     return root
+
+
+def print_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], right: Collection[int] = ()
+) -> None:
+    """A plain table on stdout (rich.table): no borders, two spaces between columns, the
+    ``right`` columns right-aligned, cells taken as text (a ``[`` in a name is no markup),
+    never wrapped or cut however narrow the terminal or pipe (a width of its own)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_edge=False)
+    for index, title in enumerate(header):
+        justify = "right" if index in right else "left"
+        table.add_column(Text(title), justify=justify, no_wrap=True)
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    console = Console(width=1_000_000, no_color=True, highlight=False, soft_wrap=True)
+    with console.capture() as captured:
+        console.print(table)
+    for line in captured.get().splitlines():
+        print(line.rstrip())
 
 
 def add_broker_arguments(parser: argparse.ArgumentParser) -> None:

@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+from flowdeck.cli.common import print_table
 from flowdeck.collectors import printable
 from flowdeck.engine import RUNS_DIR_ENV, running_runs, runs_dir
 
@@ -47,10 +48,5 @@ def runs_command(args: argparse.Namespace) -> int:
         )
         for r in runs
     ]
-    header = ("id", "name", "started", "endpoint", "pid")
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    for row in (header, *rows):
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+    print_table(("id", "name", "started", "endpoint", "pid"), rows)
     return 0

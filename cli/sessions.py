@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from flowdeck.cli.common import sessions_dir
+from flowdeck.cli.common import print_table, sessions_dir
 from flowdeck.collectors import printable, redact
 from flowdeck.engine import (
     SESSIONS_DIR_ENV,
@@ -96,15 +96,9 @@ def list_command(args: argparse.Namespace) -> int:
         print(f"flowdeck: skipped session {shown}: {problem}", file=sys.stderr)
     readable = [info for info in infos if not info.problem]
     header = ("ID", "START", "NAME", "DURATION", "OUTCOME", "PHASES", "PEAK PUB/s", "PEAK CONS/s")
-    rows = [header, *(_list_row(info, _sustained_peaks(info.path)) for info in readable)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    right = {3, 5, 6, 7}
-    for row in rows:
-        cells = [
-            cell.rjust(width) if i in right else cell.ljust(width)
-            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
-        ]
-        print("  ".join(cells).rstrip())
+    rows = [_list_row(info, _sustained_peaks(info.path)) for info in readable]
+    if rows:
+        print_table(header, rows, right={3, 5, 6, 7})
     count = len(readable)
     unreadable = f" ({len(skipped)} unreadable, skipped)" if skipped else ""
     print(f"{count} session{'s' if count != 1 else ''} in {printable(str(root))}{unreadable}")

@@ -25,7 +25,6 @@ if TYPE_CHECKING:
         Endpoint,
         endpoint_for,
     )
-    from flowdeck.engine.control.openapi import MAX_CHANGES
     from flowdeck.engine.control.registry import (
         RUNS_DIR_ENV,
         RunEntry,
@@ -37,9 +36,10 @@ if TYPE_CHECKING:
     )
     from flowdeck.engine.control.remote import RemoteRun
     from flowdeck.engine.control.server import ControlServer
+    from flowdeck.engine.control.wire import MAX_CHANGES
 
 _LAZY: dict[str, str] = {
-    "MAX_CHANGES": "openapi",
+    "MAX_CHANGES": "wire",
     "ControlAddress": "address",
     "ControlClient": "client",
     "ControlRefused": "client",

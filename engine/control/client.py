@@ -24,8 +24,8 @@ from flowdeck.collectors import (
     printable,
     read_file_text,
 )
-from flowdeck.engine.control.openapi import DEFAULT_WAIT_SECONDS
 from flowdeck.engine.control.registry import entry_for_url, find_run
+from flowdeck.engine.control.wire import DEFAULT_WAIT_SECONDS
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.tls import TlsOptions, ssl_context
 
