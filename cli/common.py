@@ -158,7 +158,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
             unit = f" {info.unit}" if info.unit else ""
             help_text += f" ({format_number(info.low)}..{format_number(info.high)}{unit})"
         if info.choices:
-            help_text += f" ({', '.join(info.choices)})"
+            help_text += f" (one of {info.named_choices})"
         if name == "queue_args":
             fields_group.add_argument(
                 flag(name),

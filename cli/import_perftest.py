@@ -15,6 +15,7 @@ from typing import Any
 
 import tomli_w
 
+from flowdeck.cli import COMMANDS
 from flowdeck.cli.common import (
     flag_values,
     parse_duration,
@@ -37,7 +38,7 @@ from flowdeck.engine import (
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "import-perftest",
-        help="print the flowdeck spec (TOML) equivalent to a PerfTest command line",
+        help=COMMANDS["import-perftest"],
         description=(
             "Translate RabbitMQ PerfTest options into a flowdeck spec file. Give the options "
             "as one quoted argument, after --, or as @FILE (a file holding the line), e.g. "

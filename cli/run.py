@@ -15,10 +15,12 @@ import os
 import signal
 import ssl
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from flowdeck.cli import COMMANDS
 from flowdeck.cli.common import (
     add_broker_arguments,
     add_spec_arguments,
@@ -28,19 +30,10 @@ from flowdeck.cli.common import (
     sessions_dir,
 )
 from flowdeck.cli.import_perftest import add_perftest_option, spec_from_run_args
-from flowdeck.cli.summary import (
-    add_threshold_arguments,
-    conclude,
-    rate_basis,
-    with_thresholds,
-)
-from flowdeck.collectors import Broker, BrokerSample, printable, redact
+from flowdeck.cli.summary import add_threshold_arguments, rate_basis
+from flowdeck.collectors import printable, redact
 from flowdeck.engine import (
-    INSECURE_WARNING,
     UNCHECKED_CONNECTIONS_LIMIT,
-    Autopilot,
-    ControlAddress,
-    Controller,
     EventKind,
     FlowdeckError,
     LatencyKind,
@@ -51,24 +44,20 @@ from flowdeck.engine import (
     SendBasis,
     SpecError,
     Tick,
-    TlsOptions,
-    broker_for,
-    check_exposure,
-    check_runs_dir,
-    parse_control_address,
-    prometheus_for,
-    read_password_file,
-    resolve_uri,
-    server_tls_context,
-    spark_placement_of,
-    spec_naming,
-    ssl_context,
-    tls_options,
-    with_tls_options,
 )
 
+# The engine's clients, the controller and the broker's collectors load when a run starts
+# (in the functions below), not for `flowdeck run --help` or a bad flag.
 if TYPE_CHECKING:
-    from flowdeck.engine import ControlServer, HostRow, SparkPlacement
+    from flowdeck.collectors import Broker, BrokerSample
+    from flowdeck.engine import (
+        ControlAddress,
+        Controller,
+        ControlServer,
+        HostRow,
+        SparkPlacement,
+        TlsOptions,
+    )
 
 E2E = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
 _QUIET_EVENTS = {EventKind.PHASE}
@@ -77,7 +66,7 @@ _QUIET_EVENTS = {EventKind.PHASE}
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="run load headless: progress each second, then a summary",
+        help=COMMANDS["run"],
         description=(
             "Run a load spec against RabbitMQ without the cockpit. The spec comes from "
             "--preset, --spec FILE or flags (one per spec field); flags refine a preset or "
@@ -190,6 +179,8 @@ def autotune_options(args: argparse.Namespace) -> dict[str, Any] | None:
     without --autotune."""
     if not getattr(args, "autotune", None):
         return None
+    from flowdeck.engine import Autopilot
+
     setting = args.autotune.strip().lower().replace("-", "_")
     if setting not in {s.value for s in Autopilot.TUNABLE}:
         names = ", ".join(s.value for s in Autopilot.TUNABLE)
@@ -233,6 +224,14 @@ def add_control_arguments(parser: argparse.ArgumentParser) -> None:
 
 def control_options(args: argparse.Namespace) -> tuple[ControlAddress, ssl.SSLContext | None]:
     """The endpoint's address and TLS from the flags, checked before anything starts."""
+    from flowdeck.engine import (
+        ControlAddress,
+        TlsOptions,
+        check_exposure,
+        parse_control_address,
+        server_tls_context,
+    )
+
     address = (
         parse_control_address(args.control) if getattr(args, "control", None) else None
     ) or ControlAddress()
@@ -269,6 +268,8 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
 def spark_placement(args: argparse.Namespace, workers: int) -> SparkPlacement | None:
     """The Spark placement the flags ask for (None: local workers), checked before
     anything starts (bad flags: exit 2)."""
+    from flowdeck.engine import spark_placement_of
+
     return spark_placement_of(
         getattr(args, "spark_master", None) or "",
         workers,
@@ -299,6 +300,8 @@ def print_hosts(rows: list[HostRow], out: TextIO) -> None:
 
 
 def tls_flags(args: argparse.Namespace) -> TlsOptions:
+    from flowdeck.engine import TlsOptions
+
     return TlsOptions(
         ca_file=getattr(args, "ca_file", None) or "",
         cert_file=getattr(args, "cert_file", None) or "",
@@ -310,6 +313,8 @@ def tls_flags(args: argparse.Namespace) -> TlsOptions:
 def check_connection_flags(args: argparse.Namespace, uris: tuple[str, ...]) -> None:
     """The password file, the TLS files and the uris they apply to, checked before a
     private node starts or a broker is touched (bad ones: one line, exit 2)."""
+    from flowdeck.engine import read_password_file, ssl_context
+
     if getattr(args, "password_file", None):
         read_password_file(args.password_file)
     options = tls_flags(args)
@@ -332,6 +337,8 @@ def _require_tls_uri(uri: str) -> None:
 def connection_broker(broker: Broker, args: argparse.Namespace) -> Broker:
     """``broker`` with the password from --password-file/FLOWDECK_PASSWORD, the TLS
     options of the flags on every node, and the management API's own credentials."""
+    from flowdeck.engine import resolve_uri, tls_options, with_tls_options
+
     uris = resolve_uri(broker.uri_list, password_file=getattr(args, "password_file", None))
     options = tls_flags(args)
     nodes = []
@@ -384,15 +391,30 @@ def _run_matrix(args: argparse.Namespace) -> int:
 
 
 def _run_one(args: argparse.Namespace) -> int:
-    spec = with_thresholds(spec_from_run_args(args), args)  # a bad one: exit 2 now
+    from flowdeck.cli.summary import conclude, with_thresholds
+    from flowdeck.collectors import Broker
+
+    # Every input first, cheapest first (one line, exit 2), before the engine loads.
+    drain = parse_drain(args.drain)
+    started_from = sessions_dir(args.sessions_dir)
+    spec = with_thresholds(spec_from_run_args(args), args)
     autotune = autotune_options(args)
     control = control_options(args)
     placement = spark_placement(args, spec.workers)
-    drain = parse_drain(args.drain)
     check_connection_flags(args, Broker.parse(spec.uri).uris if spec.uri else ())
+    from flowdeck.engine import (
+        INSECURE_WARNING,
+        Autopilot,
+        Controller,
+        broker_for,
+        check_runs_dir,
+        prometheus_for,
+        spec_naming,
+        tls_options,
+    )
+
     check_runs_dir()  # another user's or a symlinked runs directory: refused now
     progress: TextIO = sys.stderr if args.json else sys.stdout
-    started_from = sessions_dir(args.sessions_dir)
     sessions_root = None if args.no_record else started_from
 
     def announce(text: str) -> None:
@@ -444,23 +466,25 @@ def _run_one(args: argparse.Namespace) -> int:
         finally:
             if endpoint is not None:
                 endpoint.stop()
-    code = conclude(args, controller.spec, summary, phase_table.figures(summary.ended), progress)
-    if placement is not None:
-        print_hosts(placement.rows, progress)
+        # The summary before a private node is stopped (seconds, said on its own line).
+        code = conclude(
+            args, controller.spec, summary, phase_table.figures(summary.ended), progress
+        )
+        if placement is not None:
+            print_hosts(placement.rows, progress)
     return code
 
 
 async def _run(
     controller: Controller,
     out: TextIO,
-    control: tuple[ControlAddress, ssl.SSLContext | None] = (ControlAddress(), None),
+    control: tuple[ControlAddress, ssl.SSLContext | None] | None = None,
     sessions_root: Path | None = None,
 ) -> RunSummary:
     from flowdeck.engine import ControlServer  # the HTTP server loads only for a run
 
-    server = ControlServer(
-        controller, address=control[0], tls=control[1], sessions_root=sessions_root
-    )
+    address, tls = control or (None, None)
+    server = ControlServer(controller, address=address, tls=tls, sessions_root=sessions_root)
     controller.add_sink(server)
     await server.start()  # a taken --control port stops the run before any load
     try:
@@ -482,7 +506,7 @@ async def _follow(controller: Controller, out: TextIO, server: ControlServer) ->
         file=out,
         flush=True,
     )
-    await controller.start()
+    await _started(controller, out)
     if controller.session_dir:
         print(f"recording to {printable(str(controller.session_dir))}", file=out, flush=True)
     if server.entry is not None:
@@ -530,6 +554,33 @@ async def _follow(controller: Controller, out: TextIO, server: ControlServer) ->
     finally:
         for signum in reasons:
             loop.remove_signal_handler(signum)
+
+
+#: Seconds between the lines that say a run is still starting.
+STARTING_EVERY = 5.0
+
+
+async def _started(controller: Controller, out: TextIO) -> None:
+    """``controller.start()``, saying what it waits for: the broker's checks, the queues,
+    the worker processes booting and connecting (seconds on a busy machine), with a line
+    every :data:`STARTING_EVERY` s while it goes on."""
+    spec = controller.spec
+    workers = controller.workers
+    booting = f"{workers} worker process(es) boot and " if workers else ""
+    print(
+        f"starting: the broker's limits are checked, {spec.queues} queue(s) declared, "
+        f"{booting}{spec.publishers + spec.consumers} client(s) connect ...",
+        file=out,
+        flush=True,
+    )
+    began = time.monotonic()
+    starting = asyncio.ensure_future(controller.start())
+    while True:
+        done, _ = await asyncio.wait({starting}, timeout=STARTING_EVERY)
+        if done:
+            starting.result()
+            return
+        print(f"still starting after {time.monotonic() - began:.0f} s ...", file=out, flush=True)
 
 
 def _rate(value: float) -> str:

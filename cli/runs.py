@@ -7,6 +7,7 @@ import json
 import time
 from typing import Any
 
+from flowdeck.cli import COMMANDS
 from flowdeck.cli.common import print_table
 from flowdeck.collectors import printable
 from flowdeck.engine import RUNS_DIR_ENV, running_runs, runs_dir
@@ -15,7 +16,7 @@ from flowdeck.engine import RUNS_DIR_ENV, running_runs, runs_dir
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "runs",
-        help="list the runs going on, with their control endpoints",
+        help=COMMANDS["runs"],
         description=(
             "The runs going on on this host (headless or in a cockpit), from the endpoint "
             f"files in ${RUNS_DIR_ENV}, else {runs_dir()}. Entries of processes that are "

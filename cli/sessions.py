@@ -10,8 +10,9 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from flowdeck.cli import COMMANDS
 from flowdeck.cli.common import print_table, sessions_dir
 from flowdeck.collectors import printable, redact
 from flowdeck.engine import (
@@ -21,17 +22,13 @@ from flowdeck.engine import (
     FlowdeckError,
     LatencyKind,
     SendBasis,
-    Session,
-    SessionInfo,
     default_sessions_root,
-    delete_session,
-    export_csv,
-    list_sessions,
-    open_session,
-    open_session_by_id,
 )
-from flowdeck.engine import session_format as fmt
-from flowdeck.tui.model import sustained_peak
+
+# The session reader (pyarrow) loads in the handlers: `sessions list --ids` and a bad
+# --sessions-dir answer without it.
+if TYPE_CHECKING:
+    from flowdeck.engine import Session, SessionInfo
 
 #: What "peak" means in the sessions list and ``sessions show``: the best rate the run held,
 #: not its best second (a catch-up burst after an alarm or a pause is one second).
@@ -53,7 +50,8 @@ def register(subparsers: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     add_sessions_dir_argument(common)
     parser = subparsers.add_parser(
-        "sessions", help="list, show, export and delete recorded sessions"
+        "sessions",
+        help=COMMANDS["sessions"],
     )
     actions = parser.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
 
@@ -61,6 +59,9 @@ def register(subparsers: Any) -> None:
         "list",
         parents=[common],
         help=f"one line per recorded session ({PEAK_MEANING})",
+    )
+    listing.add_argument(
+        "--ids", action="store_true", help="only the session ids, one a line (for completion)"
     )
     listing.set_defaults(handler=list_command)
 
@@ -84,6 +85,15 @@ def sessions_root(args: argparse.Namespace) -> Path:
 
 def list_command(args: argparse.Namespace) -> int:
     root = sessions_root(args)
+    if args.ids:
+        from flowdeck.engine import session_format as fmt
+
+        for path in sorted(root.iterdir()) if root.is_dir() else []:
+            if fmt.looks_like_session(path):
+                print(printable(path.name))
+        return 0
+    from flowdeck.engine import list_sessions
+
     infos = list_sessions(root)
     if not infos:
         print(f"no sessions in {printable(str(root))}")
@@ -107,6 +117,9 @@ def list_command(args: argparse.Namespace) -> int:
 
 def _sustained_peaks(path: Path) -> tuple[float | None, float | None]:
     """Publish and consume peaks as :data:`PEAK_MEANING` says, from the per-second series."""
+    from flowdeck.engine import open_session
+    from flowdeck.tui.model import sustained_peak
+
     try:
         series = open_session(path).client_per_second()
     except (OSError, ValueError, FlowdeckError):  # pyarrow's errors are OSError or ValueError
@@ -131,6 +144,9 @@ def _list_row(info: SessionInfo, peaks: tuple[float | None, float | None]) -> tu
 
 
 def show_command(args: argparse.Namespace) -> int:
+    from flowdeck.engine import open_session_by_id
+    from flowdeck.engine import session_format as fmt
+
     session = open_session_by_id(sessions_root(args), args.session_id)
     manifest = session.manifest
     spec = manifest.spec
@@ -212,6 +228,8 @@ _ALERT_KINDS = frozenset(
 
 
 def export_command(args: argparse.Namespace) -> int:
+    from flowdeck.engine import export_csv, open_session_by_id
+
     session = open_session_by_id(sessions_root(args), args.session_id)
     try:
         written = export_csv(session, args.csv)
@@ -227,6 +245,8 @@ def export_command(args: argparse.Namespace) -> int:
 
 
 def delete_command(args: argparse.Namespace) -> int:
+    from flowdeck.engine import delete_session
+
     deleted = delete_session(sessions_root(args), args.session_id)
     print(
         f"deleted session {printable(deleted.path.name)}: {printable(str(deleted.path))} "

@@ -9,20 +9,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flowdeck.cli import usage_error
+from flowdeck.cli import COMMANDS, usage_error
 from flowdeck.cli.common import sessions_dir
 from flowdeck.collectors import printable
-from flowdeck.engine import (
-    MAX_CHANGES,
-    ControlClient,
-    ControlRefused,
-    Endpoint,
-    SpecError,
-    endpoint_for,
-    parse_change,
-)
+from flowdeck.engine import SpecError, parse_change
+
+# The control client (httpx) loads once the changes are checked.
+if TYPE_CHECKING:
+    from flowdeck.engine import Endpoint
 
 
 def add_endpoint_arguments(parser: argparse.ArgumentParser, default: Any = None) -> None:
@@ -86,6 +82,8 @@ def options_among(words: list[str], args: argparse.Namespace, prog: str) -> list
 def endpoint_from(run: str | None, args: argparse.Namespace) -> Endpoint:
     """The endpoint of ``run``; with none named, of the only run started from this
     shell's sessions directory (another checkout's run is never steered by default)."""
+    from flowdeck.engine import endpoint_for
+
     return endpoint_for(
         run,
         token=args.token,
@@ -98,7 +96,7 @@ def endpoint_from(run: str | None, args: argparse.Namespace) -> Endpoint:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "steer",
-        help="change a running run from another shell; says when each change is in force",
+        help=COMMANDS["steer"],
         description=(
             "Send changes to a running run (headless or in a cockpit) through its control "
             "endpoint. RUN is a run id as `flowdeck runs` lists it (a unique prefix will do), "
@@ -140,6 +138,8 @@ def steer_command(args: argparse.Namespace) -> int:
         raise SpecError("wait", f"--wait must be 0..30 seconds, got {args.wait:g}")
     for text in texts:
         parse_change(text)  # every change checked before the first is sent
+    from flowdeck.engine import MAX_CHANGES, ControlClient, ControlRefused
+
     client = ControlClient(endpoint_from(run, args))
     late = 0
     for start in range(0, len(texts), MAX_CHANGES):

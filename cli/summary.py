@@ -14,11 +14,10 @@ import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from flowdeck.engine import (
     THRESHOLDS_FAILED_EXIT,
-    PhaseFigures,
     RunSpec,
     RunSummary,
     SpecError,
@@ -29,6 +28,9 @@ from flowdeck.engine import (
     summary_document,
     write_junit,
 )
+
+if TYPE_CHECKING:
+    from flowdeck.engine import PhaseFigures
 
 
 def add_threshold_arguments(parser: argparse.ArgumentParser) -> None:

@@ -13,7 +13,7 @@ from flowdeck.engine.change import (
     parse_change,
     parse_fault,
 )
-from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError, SpecError
+from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError, SpecError, did_you_mean
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.presets import DEFAULT_PRESET, FIGURES, PRESETS, matrix, preset
 from flowdeck.engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
@@ -69,7 +69,7 @@ if TYPE_CHECKING:
         read_password_file,
         resolve_uri,
     )
-    from flowdeck.engine.latency import LatencyKind, SendBasis
+    from flowdeck.engine.latency_kinds import LatencyKind, SendBasis
     from flowdeck.engine.metrics_endpoint import MetricsEndpoint
     from flowdeck.engine.perftest import perftest_words, spec_from_perftest
     from flowdeck.engine.phase_figures import PhaseFigures, PhaseTable
@@ -88,6 +88,7 @@ if TYPE_CHECKING:
         state_file,
     )
     from flowdeck.engine.recording import format as session_format
+    from flowdeck.engine.recording.location import SESSIONS_DIR_ENV, default_sessions_root
     from flowdeck.engine.recording.reader import (
         Session,
         SessionInfo,
@@ -99,9 +100,9 @@ if TYPE_CHECKING:
         open_session,
         open_session_by_id,
     )
-    from flowdeck.engine.recording.recorder import SESSIONS_DIR_ENV, default_sessions_root
     from flowdeck.engine.sinks import Listener, NullSink, Sink, Update, deliver
     from flowdeck.engine.spark_workers import HostRow, SparkPlacement
+    from flowdeck.engine.spec import UNCHECKED_CONNECTIONS_LIMIT
     from flowdeck.engine.thresholds import (
         METRICS,
         THRESHOLDS_FAILED_EXIT,
@@ -118,7 +119,6 @@ if TYPE_CHECKING:
         tls_options,
         with_tls_options,
     )
-    from flowdeck.engine.topology import UNCHECKED_CONNECTIONS_LIMIT
 
 #: What the engine offers beyond its light core, loaded on first use: the controller pulls in
 #: the AMQP and HTTP clients, sessions pull in pyarrow, so `import flowdeck.engine` (the
@@ -145,7 +145,7 @@ _LAZY: dict[str, str] = {
     "Endpoint": "flowdeck.engine.control",
     "HostRow": "flowdeck.engine.spark_workers",
     "INSECURE_WARNING": "flowdeck.engine.tls",
-    "LatencyKind": "flowdeck.engine.latency",
+    "LatencyKind": "flowdeck.engine.latency_kinds",
     "Listener": "flowdeck.engine.sinks",
     "MetricsEndpoint": "flowdeck.engine.metrics_endpoint",
     "METRICS": "flowdeck.engine.thresholds",
@@ -162,14 +162,14 @@ _LAZY: dict[str, str] = {
     "RemoteRun": "flowdeck.engine.control",
     "RUNS_DIR_ENV": "flowdeck.engine.control",
     "RunEntry": "flowdeck.engine.control",
-    "SESSIONS_DIR_ENV": "flowdeck.engine.recording.recorder",
-    "SendBasis": "flowdeck.engine.latency",
+    "SESSIONS_DIR_ENV": "flowdeck.engine.recording.location",
+    "SendBasis": "flowdeck.engine.latency_kinds",
     "SparkPlacement": "flowdeck.engine.spark_workers",
     "Session": "flowdeck.engine.recording.reader",
     "SessionInfo": "flowdeck.engine.recording.reader",
     "SessionNotFound": "flowdeck.engine.recording.reader",
     "TlsOptions": "flowdeck.engine.tls",
-    "UNCHECKED_CONNECTIONS_LIMIT": "flowdeck.engine.topology",
+    "UNCHECKED_CONNECTIONS_LIMIT": "flowdeck.engine.spec",
     "URI_ENV": "flowdeck.engine.credentials",
     "Update": "flowdeck.engine.sinks",
     "deliver": "flowdeck.engine.sinks",
@@ -177,7 +177,7 @@ _LAZY: dict[str, str] = {
     "broker_uri": "flowdeck.engine.credentials",
     "check_exposure": "flowdeck.engine.control",
     "connect": "flowdeck.engine.amqp.connection",
-    "default_sessions_root": "flowdeck.engine.recording.recorder",
+    "default_sessions_root": "flowdeck.engine.recording.location",
     "delete_session": "flowdeck.engine.recording.reader",
     "endpoint_for": "flowdeck.engine.control",
     "export_csv": "flowdeck.engine.recording.reader",
@@ -293,6 +293,7 @@ __all__ = [
     "default_sessions_root",
     "delete_session",
     "deliver",
+    "did_you_mean",
     "endpoint_for",
     "evaluate_thresholds",
     "export_csv",

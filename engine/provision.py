@@ -158,7 +158,10 @@ def resolve_broker(
         return _private_cluster(spec, provisioner, announce)
     fresh = provisioner.running_node is None
     if fresh and announce is not None:
-        announce("no --uri or FLOWDECK_URI: starting a private RabbitMQ node ...")
+        announce(
+            "no --uri or FLOWDECK_URI: starting a private RabbitMQ node (the node boots, then "
+            "its management and Prometheus plugins start; ~10 s) ..."
+        )
     try:
         node = provisioner.node()
     except SourceError as exc:
@@ -211,10 +214,21 @@ def broker_for(
 ) -> Iterator[Broker]:
     """``resolve_broker`` for one run: a private node it starts is stopped when the block
     ends (and is registered meanwhile, so ``flowdeck broker status`` elsewhere sees it)."""
+    import time
+
     from flowdeck.collectors import Provisioner
 
     with Provisioner(name="flowdeck-run") as provisioner:
-        yield resolve_broker(spec, provisioner, environ, announce)
+        broker = resolve_broker(spec, provisioner, environ, announce)
+        try:
+            yield broker
+        finally:
+            if broker.private and announce is not None:
+                what = "cluster" if len(broker.uris) > 1 else "node"
+                announce(f"stopping the private RabbitMQ {what} ...")
+                began = time.monotonic()
+                provisioner.close()
+                announce(f"private {what} stopped in {time.monotonic() - began:.1f} s")
 
 
 @contextmanager

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.latency_kinds import LatencyKind, SendBasis
 from flowdeck.engine.settings import STEERABLE
 
 if TYPE_CHECKING:

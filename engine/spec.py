@@ -25,7 +25,7 @@ from flowdeck.engine.change import (
     parse_fault,
 )
 from flowdeck.engine.credentials import broker_of
-from flowdeck.engine.errors import SpecError
+from flowdeck.engine.errors import SpecError, did_you_mean
 from flowdeck.engine.settings import BY_FIELD, BY_SETTING, Scope, spec_value
 from flowdeck.engine.thresholds import parse_threshold
 from flowdeck.engine.tls import tls_options
@@ -47,6 +47,12 @@ BODY_HEADER_SIZE = 28
 LOCAL_URI = "amqp://guest:guest@localhost:5672/%2F"
 #: RabbitMQ's limit on queue and exchange names and routing keys (AMQP short strings).
 MAX_NAME_BYTES = 255
+#: Connections a run may open when the broker's socket limit cannot be read (management API
+#: wrong, unauthorised or unreachable). RabbitMQ takes about 90% of its file descriptor
+#: limit less 100 for sockets: 832 with the common default of 1024 descriptors, so up to
+#: 800 a run fits such a broker with room for other clients; a larger one is refused unless
+#: the operator says to go on (``--skip-capacity-check``).
+UNCHECKED_CONNECTIONS_LIMIT = 800
 #: Exchanges every vhost has; the broker refuses to declare any other ``amq.`` name, so
 #: these are only checked for (declared passively), and their type is fixed.
 PREDECLARED_EXCHANGES: dict[str, ExchangeType] = {
@@ -82,6 +88,11 @@ class FieldInfo:
     high: float | None = None
     choices: tuple[str, ...] = ()
     unit: str = ""
+
+    @property
+    def named_choices(self) -> str:
+        """The choices as a message or a help page names them (``""`` as the default)."""
+        return ", ".join(choice or "empty (the default)" for choice in self.choices)
 
 
 def _steerable_field(name: str) -> FieldInfo:
@@ -433,8 +444,10 @@ def _check_field(name: str, info: FieldInfo, value: Any) -> None:
         if not isinstance(value, str):
             raise SpecError(name, f"{name} must be text, got {value!r}")
         if info.choices and value not in info.choices:
-            named = ", ".join(choice or "empty (the default)" for choice in info.choices)
-            raise SpecError(name, f"{name} must be one of {named}, got {value!r}")
+            close = did_you_mean(value, info.choices)
+            raise SpecError(
+                name, f"{name} must be one of {info.named_choices}, got {value!r}{close}"
+            )
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SpecError(name, f"{name} must be a number, got {value!r}")

@@ -27,6 +27,7 @@ from flowdeck.collectors.broker_uri import parse_broker_uri
 from flowdeck.engine.amqp.connection import tls_advice, tls_hint
 from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError, SpecError
 from flowdeck.engine.spec import PREDECLARED_EXCHANGES, RunSpec
+from flowdeck.engine.spec import UNCHECKED_CONNECTIONS_LIMIT as UNCHECKED_CONNECTIONS_LIMIT
 from flowdeck.engine.tls import context_for_uri
 
 CONNECT_TIMEOUT = 10.0
@@ -107,15 +108,62 @@ def broker_address(uri: str) -> str:
     return parse_broker_uri(uri).address
 
 
+#: How long an AMQP connect may take before flowdeck looks whether the port speaks HTTP.
+HTTP_PROBE_AFTER = 1.0
+#: RabbitMQ's HTTP ports, named when the uri points at one.
+HTTP_PORTS = {15672: "management API (HTTP)", 15671: "management API (HTTPS)", 15692: "Prometheus"}
+
+
+async def speaks_http(host: str, port: int, timeout: float = 3.0) -> bool:
+    """Whether ``host:port`` answers an HTTP request as an HTTP server does. An AMQP port
+    sent to by mistake (a management or Prometheus port) waits seconds for a whole AMQP
+    greeting before it gives up; this tells at once."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, TimeoutError):
+        return False
+    try:
+        writer.write(b"HEAD / HTTP/1.0\r\nHost: flowdeck\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(5), timeout)
+    except (OSError, TimeoutError):
+        return False
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+    return answer == b"HTTP/"
+
+
+def _http_port(where: str, port: int) -> BrokerUnavailable:
+    known = HTTP_PORTS.get(port)
+    what = f"RabbitMQ's {known} port" if known else "an HTTP server's port"
+    return BrokerUnavailable(
+        f"{where} answers HTTP, not AMQP: {port} is {what}; give the AMQP port in the uri, "
+        "usually 5672 (5671 for amqps)"
+    )
+
+
 async def connect(uri: str, *, timeout: float = CONNECT_TIMEOUT) -> AbstractConnection:
-    """An aio-pika connection, or BrokerUnavailable saying what to check."""
+    """An aio-pika connection, or BrokerUnavailable saying what to check. A connect still
+    going after :data:`HTTP_PROBE_AFTER` s is raced against :func:`speaks_http`, so a uri
+    with the management port fails in about a second, naming it."""
     parsed = parse_broker_uri(uri)
     where = parsed.address
     try:
         context = context_for_uri(uri)  # TlsError (a FlowdeckError) for bad TLS files
-        return await asyncio.wait_for(
-            aio_pika.connect(str(parsed), timeout=timeout, ssl_context=context), timeout + 1
+        connecting = asyncio.ensure_future(
+            asyncio.wait_for(
+                aio_pika.connect(str(parsed), timeout=timeout, ssl_context=context), timeout + 1
+            )
         )
+        done, _ = await asyncio.wait({connecting}, timeout=HTTP_PROBE_AFTER)
+        if not done and await speaks_http(parsed.host, parsed.effective_port):
+            connecting.cancel()
+            with contextlib.suppress(BaseException):
+                await connecting
+            raise _http_port(where, parsed.effective_port)
+        return await connecting
     except ssl.SSLError as exc:
         raise BrokerUnavailable(f"TLS handshake with {where} failed: {tls_advice(exc)}") from None
     except TimeoutError:
@@ -138,6 +186,11 @@ async def connect(uri: str, *, timeout: float = CONNECT_TIMEOUT) -> AbstractConn
         if hint is not None:
             raise BrokerUnavailable(f"TLS handshake with {where} failed: {hint}") from None
         advice = "is RabbitMQ running there?"
+        if isinstance(exc, ConnectionRefusedError) or "connect call failed" in str(exc).lower():
+            advice = (
+                "nothing listens there (connection refused): is RabbitMQ running, and is "
+                "that its AMQP port (usually 5672, 5671 for amqps)?"
+            )
         if not parsed.tls and "reset" in str(exc).lower():
             # A TLS listener drops a plain AMQP greeting at once.
             advice = "if that port speaks TLS, use amqps:// (usually port 5671)"
@@ -236,14 +289,6 @@ def amqp_port(uri: str) -> int:
 def connections_needed(spec: RunSpec) -> int:
     """One connection per publisher and per consumer, as PerfTest does."""
     return spec.publishers + spec.consumers
-
-
-#: Connections a run may open when the broker's socket limit cannot be read (management API
-#: wrong, unauthorised or unreachable). RabbitMQ takes about 90% of its file descriptor
-#: limit less 100 for sockets: 832 with the common default of 1024 descriptors, so up to
-#: 800 a run fits such a broker with room for other clients; a larger one is refused unless
-#: the operator says to go on (``--skip-capacity-check``).
-UNCHECKED_CONNECTIONS_LIMIT = 800
 
 
 def free_sockets(nodes: Iterable[Capacity]) -> tuple[int, int]:

@@ -324,7 +324,7 @@ class ControlServer(NullSink):
             return self.sessions_root.resolve()
         if session is not None:
             return session.resolve().parent
-        from flowdeck.engine.recording.recorder import default_sessions_root
+        from flowdeck.engine.recording.location import default_sessions_root
 
         return default_sessions_root().resolve()
 

@@ -36,7 +36,7 @@ from flowdeck.collectors import UnreadableFile, read_file_bytes
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample, SourceName
 from flowdeck.engine.aggregate import SnapshotAggregator, assemble_tick
 from flowdeck.engine.change import Change, Setting
-from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.errors import FlowdeckError, SpecError, did_you_mean
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import (
     HIGHEST_US,
@@ -732,8 +732,10 @@ def find_session(root: Path, session_id: str) -> Path:
             f"session id {session_id!r} matches {len(matches)} sessions in {root} ({names}); "
             f"give more of the id"
         )
+    known = [p.name for p in root.iterdir() if fmt.looks_like_session(p)] if root.is_dir() else []
     raise SessionNotFound(
-        f"no session {session_id!r} in {root}; `flowdeck sessions list` shows the ids "
+        f"no session {session_id!r} in {root}{did_you_mean(wanted, known)}; "
+        "`flowdeck sessions list` shows the ids "
         f"(--sessions-dir or FLOWDECK_SESSIONS_DIR choose another directory)"
     )
 
