@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from flowdeck.cli import COMMANDS
 from flowdeck.cli.steer import add_endpoint_arguments, endpoint_from
 from flowdeck.engine import FlowdeckError, RemoteRun
 
@@ -17,7 +18,7 @@ from flowdeck.engine import FlowdeckError, RemoteRun
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "attach",
-        help="open the cockpit on a running run; quitting it leaves the run going",
+        help=COMMANDS["attach"],
         description=(
             "Open the cockpit on a run that is going on: its dashboard, events and steering "
             "keys, through the run's control endpoint. RUN is a run id as `flowdeck runs` "

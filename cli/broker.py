@@ -31,6 +31,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flowdeck.cli import COMMANDS
 from flowdeck.engine import FlowdeckError, SpecError, started_state, state_file
 
 if TYPE_CHECKING:
@@ -42,7 +43,7 @@ _NO_CLUSTER = "no private cluster is running (start one: flowdeck broker start -
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "broker",
-        help="start, show or stop a private RabbitMQ node or cluster; lose one node of it",
+        help=COMMANDS["broker"],
         description="A private RabbitMQ node (or a cluster of them, --nodes 3) from the "
         "installed rabbitmq-server, on free ports of 127.0.0.1, with the management and "
         "prometheus plugins and statistics every second. It never touches a broker already "

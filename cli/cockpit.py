@@ -11,13 +11,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from flowdeck.cli import COMMANDS
 from flowdeck.engine import DEFAULT_PRESET, URI_ENV, RunSpec, load_spec_file, preset
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "cockpit",
-        help="open the live cockpit (the default command)",
+        help=COMMANDS["cockpit"],
         description=(
             "Open the Textual cockpit: pick or edit a run, launch it, watch and steer it, "
             "replay sessions. With no broker uri, runs start a private RabbitMQ node."

@@ -21,6 +21,7 @@ import time
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from flowdeck.cli import COMMANDS
 from flowdeck.collectors import BrokerSample
 from flowdeck.engine import URI_ENV, FlowdeckError, broker_of, management_password
 
@@ -33,7 +34,7 @@ DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/%2F"
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "collect",
-        help="print what the broker says (management API or Prometheus)",
+        help=COMMANDS["collect"],
         description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
     )
     parser.add_argument("--once", action="store_true", help="one sample, then exit")

@@ -11,10 +11,12 @@ from __future__ import annotations
 import argparse
 import math
 import re
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from flowdeck.collectors import printable
 from flowdeck.engine import (
     DEFAULT_PRESET,
     FIELDS,
@@ -48,6 +50,20 @@ def parse_duration(text: str, field: str = "duration") -> float:
     if not match:
         raise SpecError(field, f"{field} must be seconds like 30, 30s, 5m or 1h, got {text!r}")
     return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+#: Longest drain taken: a consumer still behind after a day is a run to look at, not wait on.
+MAX_DRAIN_SECONDS = 24 * 3600.0
+
+
+def parse_drain(text: str) -> float:
+    """``--drain``: seconds (``5``, ``30s``, ``2m``) within 0..a day."""
+    seconds = parse_duration(text, "drain")
+    if not 0 <= seconds <= MAX_DRAIN_SECONDS:
+        raise SpecError(
+            "drain", f"drain must be 0..{MAX_DRAIN_SECONDS:.0f} s (a day), got {text.strip()}"
+        )
+    return seconds
 
 
 def parse_number(field: str, text: str) -> int | float:
@@ -149,7 +165,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
             unit = f" {info.unit}" if info.unit else ""
             help_text += f" ({format_number(info.low)}..{format_number(info.high)}{unit})"
         if info.choices:
-            help_text += f" ({', '.join(info.choices)})"
+            help_text += f" (one of {info.named_choices})"
         if name == "queue_args":
             fields_group.add_argument(
                 flag(name),
@@ -252,6 +268,47 @@ def with_timing(spec: RunSpec, args: argparse.Namespace) -> RunSpec:
     if step is not None:
         spec = spec.with_step(parse_duration(step, "step"))
     return spec
+
+
+def sessions_dir(given: Path | str | None) -> Path:
+    """Where sessions are: ``given`` (``--sessions-dir``), else ``$FLOWDECK_SESSIONS_DIR``,
+    else the user's data directory. Something there that is not a directory is refused
+    (exit 2): a file given by mistake would read as "no sessions" and take no recording.
+    """
+    from flowdeck.engine import SESSIONS_DIR_ENV, default_sessions_root
+
+    root = Path(given).expanduser() if given else default_sessions_root()
+    source = "--sessions-dir" if given else f"${SESSIONS_DIR_ENV}"
+    if root.exists() and not root.is_dir():
+        raise SpecError(
+            "sessions_dir",
+            f"{source} {printable(str(root))} is not a directory; give the directory "
+            "sessions are recorded in",
+        )
+    return root
+
+
+def print_table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], right: Collection[int] = ()
+) -> None:
+    """A plain table on stdout (rich.table): no borders, two spaces between columns, the
+    ``right`` columns right-aligned, cells taken as text (a ``[`` in a name is no markup),
+    never wrapped or cut however narrow the terminal or pipe (a width of its own)."""
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(box=None, pad_edge=False, padding=(0, 2, 0, 0), show_edge=False)
+    for index, title in enumerate(header):
+        justify = "right" if index in right else "left"
+        table.add_column(Text(title), justify=justify, no_wrap=True)
+    for row in rows:
+        table.add_row(*(Text(cell) for cell in row))
+    console = Console(width=1_000_000, no_color=True, highlight=False, soft_wrap=True)
+    with console.capture() as captured:
+        console.print(table)
+    for line in captured.get().splitlines():
+        print(line.rstrip())
 
 
 def add_broker_arguments(parser: argparse.ArgumentParser) -> None:

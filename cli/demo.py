@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from flowdeck.cli import COMMANDS
 from flowdeck.engine import URI_ENV
 
 
@@ -18,7 +19,7 @@ def register(subparsers: Any) -> None:
 
     parser = subparsers.add_parser(
         "demo",
-        help="a guided tour for an audience: the seed's benchmark #2 live, big figures",
+        help=COMMANDS["demo"],
         description=(
             "Open the cockpit in demo mode: a guided tour that plays the seed's benchmark #2 "
             "story on a live run, one step per key (space next, p back), with big figures "

@@ -15,15 +15,18 @@ from typing import Any
 
 import tomli_w
 
+from flowdeck.cli import COMMANDS
 from flowdeck.cli.common import (
     flag_values,
     spec_from_args,
     with_timing,
 )
+from flowdeck.collectors import printable
 from flowdeck.engine import (
     RunSpec,
     SpecError,
     load_spec_file,
+    perftest_words,
     preset,
     spec_from_mapping,
     spec_from_perftest,
@@ -33,10 +36,10 @@ from flowdeck.engine import (
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "import-perftest",
-        help="print the flowdeck spec (TOML) equivalent to a PerfTest command line",
+        help=COMMANDS["import-perftest"],
         description=(
             "Translate RabbitMQ PerfTest options into a flowdeck spec file. Give the options "
-            "as one quoted argument or after --, e.g. "
+            "as one quoted argument, after --, or as @FILE (a file holding the line), e.g. "
             'flowdeck import-perftest "-x 20 -y 20 -u q -qq -r 1000 -c 100". '
             "Options flowdeck cannot honour are named and refused. The mapping is in "
             "docs/perftest.md."
@@ -63,10 +66,11 @@ def import_command(args: argparse.Namespace) -> int:
     words = [w for w in args.perftest if w != "--"]
     if not words:
         raise SpecError("perftest", "give the PerfTest options, e.g. '-x 2 -y 2 -r 100 -z 60'")
-    text = words[0] if len(words) == 1 else words
+    text = perftest_words(words[0] if len(words) == 1 else words)  # @FILE: the file's line
     spec = spec_from_perftest(text)
+    given = printable(text if isinstance(text, str) else " ".join(text))
     header = (
-        f"# flowdeck spec from PerfTest: {text if isinstance(text, str) else ' '.join(text)}\n"
+        f"# flowdeck spec from PerfTest: {given}\n"
         "# save it to a file and run it with: flowdeck run --spec FILE\n"
     )
     sys.stdout.write(header + spec_toml(spec))
@@ -83,7 +87,8 @@ def add_perftest_option(parser: argparse.ArgumentParser) -> None:
         metavar="OPTIONS",
         help=(
             "run what a PerfTest command line runs, e.g. --perftest '-x 20 -y 20 -qq -r 1000 "
-            "-c 100 -z 300'; --preset/--spec give what PerfTest does not say, flags refine it"
+            "-c 100 -z 300' (or @FILE: the line saved in FILE); --preset/--spec give what "
+            "PerfTest does not say, flags refine it"
         ),
     )
 

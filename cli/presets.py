@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from flowdeck.cli import COMMANDS
 from flowdeck.engine import DEFAULT_PRESET, FIGURES, PRESETS, RunSpec
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "presets",
-        help="list the built-in presets",
+        help=COMMANDS["presets"],
         description=(
             "One line per preset: its name, the seed figure it reproduces (fig N: figure N "
             "of the write-up on quorum queues and flow control), then what it runs. Run one "

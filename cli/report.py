@@ -15,14 +15,16 @@ import os
 import sys
 from typing import Any
 
+from flowdeck.cli import COMMANDS
 from flowdeck.cli.sessions import add_sessions_dir_argument, sessions_root
+from flowdeck.collectors import printable
 from flowdeck.engine import FlowdeckError, SessionNotFound, find_session
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "report",
-        help="turn recorded sessions into an HTML report with Markdown and CSV tables",
+        help=COMMANDS["report"],
         description="Turn recorded sessions into report.html plus a .md and .csv per table, "
         "with PySpark (local[*] by default, any Spark master with --master). A SESSION is a "
         "session id (or a unique prefix) under --sessions-dir, a session directory or a "
@@ -60,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         args.sessions = resolve_sessions(args)
     except InputError as exc:
-        print(f"flowdeck report: {exc}", file=sys.stderr)
+        print(f"flowdeck report: {printable(str(exc))}", file=sys.stderr)
         return 2
     missing = [name for name in ("pyspark", "matplotlib") if importlib.util.find_spec(name) is None]
     if missing:

@@ -18,59 +18,50 @@ import shlex
 import signal
 import ssl
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from flowdeck.cli import COMMANDS
 from flowdeck.cli.common import (
     add_broker_arguments,
     add_spec_arguments,
     management_password_from,
+    parse_drain,
     parse_duration,
-    parse_number,
+    sessions_dir,
 )
 from flowdeck.cli.import_perftest import add_perftest_option, spec_from_run_args
-from flowdeck.cli.summary import (
-    add_threshold_arguments,
-    conclude,
-    rate_basis,
-    with_thresholds,
-)
-from flowdeck.collectors import Broker, BrokerSample, redact
+from flowdeck.cli.summary import add_threshold_arguments, rate_basis
+from flowdeck.collectors import printable, redact
 from flowdeck.engine import (
-    INSECURE_WARNING,
     UNCHECKED_CONNECTIONS_LIMIT,
-    Autopilot,
-    CapacityCheck,
-    ControlAddress,
-    Controller,
     EventKind,
     FlowdeckError,
     LatencyKind,
     NullSink,
     Percentiles,
     RunEvent,
-    RunRecording,
     RunSpec,
     RunSummary,
     SendBasis,
     SpecError,
     Tick,
-    TlsOptions,
-    broker_for,
-    check_exposure,
-    parse_control_address,
-    prometheus_for,
-    resolve_uri,
-    server_tls_context,
-    spark_placement_of,
-    spec_naming,
-    tls_options,
-    with_tls_options,
 )
 
+# The engine's clients, the controller and the broker's collectors load when a run starts
+# (in the functions below), not for `flowdeck run --help` or a bad flag.
 if TYPE_CHECKING:
-    from flowdeck.engine import ControlServer, HostRow, SparkPlacement
+    from flowdeck.collectors import Broker, BrokerSample
+    from flowdeck.engine import (
+        ControlAddress,
+        Controller,
+        ControlServer,
+        HostRow,
+        SparkPlacement,
+        TlsOptions,
+    )
 
 E2E = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
 _QUIET_EVENTS = {EventKind.PHASE}
@@ -79,7 +70,7 @@ _QUIET_EVENTS = {EventKind.PHASE}
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "run",
-        help="run load headless: progress each second, then a summary",
+        help=COMMANDS["run"],
         description=(
             "Run a load spec against RabbitMQ without the cockpit. The spec comes from "
             "--preset, --spec FILE or flags (one per spec field); flags refine a preset or "
@@ -136,7 +127,8 @@ def register(subparsers: Any) -> None:
         "--drain",
         metavar="SECONDS",
         default="5",
-        help="how long consumers may drain after publishing stops (default 5)",
+        help="how long consumers may drain after publishing stops: 5, 30s, 2m "
+        "(default 5 s, at most a day)",
     )
     parser.set_defaults(handler=run_command)
 
@@ -208,6 +200,8 @@ def autotune_options(args: argparse.Namespace) -> dict[str, Any] | None:
     without --autotune."""
     if not getattr(args, "autotune", None):
         return None
+    from flowdeck.engine import Autopilot
+
     setting = args.autotune.strip().lower().replace("-", "_")
     if setting not in {s.value for s in Autopilot.TUNABLE}:
         names = ", ".join(s.value for s in Autopilot.TUNABLE)
@@ -251,6 +245,14 @@ def add_control_arguments(parser: argparse.ArgumentParser) -> None:
 
 def control_options(args: argparse.Namespace) -> tuple[ControlAddress, ssl.SSLContext | None]:
     """The endpoint's address and TLS from the flags, checked before anything starts."""
+    from flowdeck.engine import (
+        ControlAddress,
+        TlsOptions,
+        check_exposure,
+        parse_control_address,
+        server_tls_context,
+    )
+
     address = (
         parse_control_address(args.control) if getattr(args, "control", None) else None
     ) or ControlAddress()
@@ -287,6 +289,8 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
 def spark_placement(args: argparse.Namespace, workers: int) -> SparkPlacement | None:
     """The Spark placement the flags ask for (None: local workers), checked before
     anything starts (bad flags: exit 2)."""
+    from flowdeck.engine import spark_placement_of
+
     return spark_placement_of(
         getattr(args, "spark_master", None) or "",
         workers,
@@ -316,24 +320,52 @@ def print_hosts(rows: list[HostRow], out: TextIO) -> None:
     out.flush()
 
 
-def connection_broker(broker: Broker, args: argparse.Namespace) -> Broker:
-    """``broker`` with the password from --password-file/FLOWDECK_PASSWORD, the TLS
-    options of the flags on every node, and the management API's own credentials."""
-    uris = resolve_uri(broker.uri_list, password_file=getattr(args, "password_file", None))
-    options = TlsOptions(
+def tls_flags(args: argparse.Namespace) -> TlsOptions:
+    from flowdeck.engine import TlsOptions
+
+    return TlsOptions(
         ca_file=getattr(args, "ca_file", None) or "",
         cert_file=getattr(args, "cert_file", None) or "",
         key_file=getattr(args, "key_file", None) or "",
         insecure=bool(getattr(args, "insecure", False)),
     )
+
+
+def check_connection_flags(args: argparse.Namespace, uris: tuple[str, ...]) -> None:
+    """The password file, the TLS files and the uris they apply to, checked before a
+    private node starts or a broker is touched (bad ones: one line, exit 2)."""
+    from flowdeck.engine import read_password_file, ssl_context
+
+    if getattr(args, "password_file", None):
+        read_password_file(args.password_file)
+    options = tls_flags(args)
+    if not options.configured:
+        return
+    ssl_context(options)  # the files now, not when a worker first connects
+    for uri in uris:
+        _require_tls_uri(uri)
+
+
+def _require_tls_uri(uri: str) -> None:
+    if not uri.startswith("amqps://"):
+        raise SpecError(
+            "uri",
+            f"TLS options need an amqps:// uri, got {redact(uri)!r}; "
+            "use amqps:// and the broker's TLS port (usually 5671)",
+        )
+
+
+def connection_broker(broker: Broker, args: argparse.Namespace) -> Broker:
+    """``broker`` with the password from --password-file/FLOWDECK_PASSWORD, the TLS
+    options of the flags on every node, and the management API's own credentials."""
+    from flowdeck.engine import resolve_uri, tls_options, with_tls_options
+
+    uris = resolve_uri(broker.uri_list, password_file=getattr(args, "password_file", None))
+    options = tls_flags(args)
     nodes = []
     for uri in broker.with_nodes(uris).uris:
-        if options.configured and not uri.startswith("amqps://"):
-            raise SpecError(
-                "uri",
-                f"TLS options need an amqps:// uri, got {redact(uri)!r}; "
-                "use amqps:// and the broker's TLS port (usually 5671)",
-            )
+        if options.configured:
+            _require_tls_uri(uri)
         uri = with_tls_options(uri, options)
         tls_options(uri)  # a bad verify= parameter is an error now, not in the workers
         nodes.append(uri)
@@ -380,7 +412,7 @@ def _run_matrix(args: argparse.Namespace) -> int:
         try:
             code, session_dir = _run_recorded(one)
         except FlowdeckError as exc:  # said now, so the matrix's last line can follow
-            print(f"flowdeck: {exc}", file=sys.stderr, flush=True)
+            print(f"flowdeck: {printable(str(exc))}", file=sys.stderr, flush=True)
             code, session_dir = (2 if isinstance(exc, SpecError) else 1), None
         codes.append((name, code))
         if session_dir:
@@ -509,23 +541,36 @@ def _run_one(args: argparse.Namespace) -> int:
 def _run_recorded(args: argparse.Namespace) -> tuple[int, str | None]:
     """The run the flags describe: its exit code and its session's directory (None when
     nothing was recorded)."""
-    spec = with_thresholds(spec_from_run_args(args), args)  # a bad one: exit 2 now
+    from flowdeck.cli.summary import conclude, with_thresholds
+    from flowdeck.collectors import Broker
+
+    # Every input first, cheapest first (one line, exit 2), before the engine loads.
+    drain = parse_drain(args.drain)
+    started_from = sessions_dir(args.sessions_dir)
+    spec = with_thresholds(spec_from_run_args(args), args)
     autotune = autotune_options(args)
     control = control_options(args)
     placement = spark_placement(args, spec.workers)
-    drain = float(parse_number("duration", args.drain)) if args.drain else 5.0
-    progress: TextIO = sys.stderr if args.json else sys.stdout
-    sessions_root = None
-    if not args.no_record:
-        if args.sessions_dir:
-            sessions_root = Path(args.sessions_dir)
-        else:
-            from flowdeck.engine import default_sessions_root
+    check_connection_flags(args, Broker.parse(spec.uri).uris if spec.uri else ())
+    from flowdeck.engine import (
+        INSECURE_WARNING,
+        Autopilot,
+        CapacityCheck,
+        Controller,
+        RunRecording,
+        broker_for,
+        check_runs_dir,
+        prometheus_for,
+        spec_naming,
+        tls_options,
+    )
 
-            sessions_root = default_sessions_root()
+    check_runs_dir()  # another user's or a symlinked runs directory: refused now
+    progress: TextIO = sys.stderr if args.json else sys.stdout
+    sessions_root = None if args.no_record else started_from
 
     def announce(text: str) -> None:
-        print(text, file=progress, flush=True)
+        print(printable(text), file=progress, flush=True)
 
     with (
         broker_for(spec, announce=announce) as broker,
@@ -571,13 +616,14 @@ def _run_recorded(args: argparse.Namespace) -> tuple[int, str | None]:
             controller.add_sink(endpoint)
             announce(f"serving client metrics at {endpoint.url}")
         try:
-            summary, interrupted = asyncio.run(_run(controller, progress, control))
+            summary, interrupted = asyncio.run(_run(controller, progress, control, started_from))
         finally:
             if endpoint is not None:
                 endpoint.stop()
-    code = conclude(args, controller.spec, summary, controller.phase_table.figures(), progress)
-    if placement is not None:
-        print_hosts(placement.rows, progress)
+        # The summary before a private node is stopped (seconds, said on its own line).
+        code = conclude(args, controller.spec, summary, controller.phase_table.figures(), progress)
+        if placement is not None:
+            print_hosts(placement.rows, progress)
     recorded = summary.session_dir or None
     if recorded is not None and not Path(recorded).is_dir():
         recorded = None
@@ -587,13 +633,15 @@ def _run_recorded(args: argparse.Namespace) -> tuple[int, str | None]:
 async def _run(
     controller: Controller,
     out: TextIO,
-    control: tuple[ControlAddress, ssl.SSLContext | None] = (ControlAddress(), None),
+    control: tuple[ControlAddress, ssl.SSLContext | None] | None = None,
+    sessions_root: Path | None = None,
 ) -> tuple[RunSummary, int]:
     """The run followed to its end: its summary, and the exit code of the signal that
     stopped it (128 + its number; 0: none did)."""
     from flowdeck.engine import ControlServer  # the HTTP server loads only for a run
 
-    server = ControlServer(controller, address=control[0], tls=control[1])
+    address, tls = control or (None, None)
+    server = ControlServer(controller, address=address, tls=tls, sessions_root=sessions_root)
     controller.add_sink(server)
     await server.start()  # a taken --control port stops the run before any load
     try:
@@ -609,7 +657,7 @@ async def _follow(
     controller.add_sink(printer)
     spec = controller.spec
     print(
-        f"flowdeck run {spec.name}: {spec.publishers} publishers x "
+        f"flowdeck run {printable(spec.name)}: {spec.publishers} publishers x "
         f"{spec.rate:g} msg/s, {spec.queues} {spec.queue_type} queue(s), "
         f"{spec.consumers} consumers, {spec.duration:g} s, "
         f"{controller.workers or 'no'} worker process(es), "
@@ -617,9 +665,9 @@ async def _follow(
         file=out,
         flush=True,
     )
-    await controller.start()
+    await _started(controller, out)
     if controller.session_dir:
-        print(f"recording to {controller.session_dir}", file=out, flush=True)
+        print(f"recording to {printable(str(controller.session_dir))}", file=out, flush=True)
     if server.entry is not None:
         print(
             f"control endpoint {server.url} (run {server.entry.run_id}: flowdeck steer, "
@@ -670,6 +718,33 @@ async def _follow(
     return summary, 128 + stopped_by[0] if stopped_by else 0
 
 
+#: Seconds between the lines that say a run is still starting.
+STARTING_EVERY = 5.0
+
+
+async def _started(controller: Controller, out: TextIO) -> None:
+    """``controller.start()``, saying what it waits for: the broker's checks, the queues,
+    the worker processes booting and connecting (seconds on a busy machine), with a line
+    every :data:`STARTING_EVERY` s while it goes on."""
+    spec = controller.spec
+    workers = controller.workers
+    booting = f"{workers} worker process(es) boot and " if workers else ""
+    print(
+        f"starting: the broker's limits are checked, {spec.queues} queue(s) declared, "
+        f"{booting}{spec.publishers + spec.consumers} client(s) connect ...",
+        file=out,
+        flush=True,
+    )
+    began = time.monotonic()
+    starting = asyncio.ensure_future(controller.start())
+    while True:
+        done, _ = await asyncio.wait({starting}, timeout=STARTING_EVERY)
+        if done:
+            starting.result()
+            return
+        print(f"still starting after {time.monotonic() - began:.0f} s ...", file=out, flush=True)
+
+
 def _rate(value: float) -> str:
     return f"{value:,.0f}"
 
@@ -710,7 +785,7 @@ class ProgressPrinter(NullSink):
             started = self._controller.started_at or update.at  # events before the start: 0 s
             elapsed = max(0.0, update.at - started)
             warning = "warning: " if update.kind is EventKind.RECORDING_STOPPED else ""
-            self._out.write(f"[{elapsed:7.1f} s] {warning}{update.message}\n")
+            self._out.write(f"[{elapsed:7.1f} s] {warning}{printable(update.message)}\n")
         else:
             return
         self._out.flush()
@@ -748,8 +823,8 @@ def print_summary(summary: RunSummary, out: TextIO) -> None:
     ]
     lines = [
         "",
-        f"run {summary.name} {summary.outcome} ({summary.stop_reason}) after "
-        f"{summary.duration:.1f} s",
+        f"run {printable(summary.name)} {summary.outcome} ({printable(summary.stop_reason)}) "
+        f"after {summary.duration:.1f} s",
         f"{'messages':<34}{'count':>12}{'mean rate':>14}",
     ]
     for label, count, rate in rows:
@@ -769,10 +844,10 @@ def print_summary(summary: RunSummary, out: TextIO) -> None:
                 + "".join(f"{_ms(p, a):>9}" for a in ("p50", "p75", "p95", "p99", "max"))
             )
     if summary.session_dir and Path(summary.session_dir).is_dir():
-        lines.append(f"session: {summary.session_dir}")
+        lines.append(f"session: {printable(summary.session_dir)}")
     if summary.recording_error:
-        lines.append(f"recording: {summary.recording_error}")
+        lines.append(f"recording: {printable(summary.recording_error)}")
     for error in summary.errors:
-        lines.append(f"error: {error}")
+        lines.append(f"error: {printable(error)}")
     out.write("\n".join(lines) + "\n")
     out.flush()

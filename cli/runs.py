@@ -7,13 +7,16 @@ import json
 import time
 from typing import Any
 
+from flowdeck.cli import COMMANDS
+from flowdeck.cli.common import print_table
+from flowdeck.collectors import printable
 from flowdeck.engine import RUNS_DIR_ENV, running_runs, runs_dir
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "runs",
-        help="list the runs going on, with their control endpoints",
+        help=COMMANDS["runs"],
         description=(
             "The runs going on on this host (headless or in a cockpit), from the endpoint "
             f"files in ${RUNS_DIR_ENV}, else {runs_dir()}. Entries of processes that are "
@@ -38,18 +41,13 @@ def runs_command(args: argparse.Namespace) -> int:
         return 0
     rows = [
         (
-            r.run_id,
-            r.name,
+            printable(r.run_id),
+            printable(r.name),
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.started)),
             r.url,
             str(r.pid),
         )
         for r in runs
     ]
-    header = ("id", "name", "started", "endpoint", "pid")
-    widths = [max(len(row[i]) for row in (header, *rows)) for i in range(len(header))]
-    for row in (header, *rows):
-        print(
-            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-        )
+    print_table(("id", "name", "started", "endpoint", "pid"), rows)
     return 0

@@ -17,6 +17,8 @@ import shlex
 import sys
 from typing import Any
 
+from flowdeck.cli import COMMANDS
+
 #: The loopback address served on unless told otherwise.
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8000
@@ -25,7 +27,7 @@ DEFAULT_PORT = 8000
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "serve",
-        help="serve the cockpit (or, with --demo, the guided tour) to a web browser",
+        help=COMMANDS["serve"],
         description=(
             "Serve the cockpit over HTTP with textual-serve, to open in a browser and project: "
             "each browser tab gets its own cockpit. Listens on 127.0.0.1 unless --host says "

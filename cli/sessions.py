@@ -10,10 +10,12 @@ import argparse
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from flowdeck.cli import COMMANDS
+from flowdeck.cli.common import print_table, sessions_dir
 from flowdeck.cli.summary import print_phases
-from flowdeck.collectors import redact
+from flowdeck.collectors import printable, redact
 from flowdeck.engine import (
     SESSIONS_DIR_ENV,
     Counters,
@@ -21,16 +23,14 @@ from flowdeck.engine import (
     FlowdeckError,
     LatencyKind,
     SendBasis,
-    Session,
-    SessionInfo,
     default_sessions_root,
-    delete_session,
-    export_csv,
-    list_sessions,
-    open_session_by_id,
 )
-from flowdeck.engine import session_format as fmt
 from flowdeck.figures.trend import PEAK_WINDOW_S, sustained_peak
+
+# The session reader (pyarrow) loads in the handlers: `sessions list --ids` and a bad
+# --sessions-dir answer without it.
+if TYPE_CHECKING:
+    from flowdeck.engine import Session, SessionInfo
 
 #: What "peak" means in the sessions list and ``sessions show``: the best rate the run held,
 #: not its best second (a catch-up burst after an alarm or a pause is one second).
@@ -52,7 +52,8 @@ def register(subparsers: Any) -> None:
     common = argparse.ArgumentParser(add_help=False)
     add_sessions_dir_argument(common)
     parser = subparsers.add_parser(
-        "sessions", help="list, show, export and delete recorded sessions"
+        "sessions",
+        help=COMMANDS["sessions"],
     )
     actions = parser.add_subparsers(dest="sessions_command", metavar="ACTION", required=True)
 
@@ -60,6 +61,9 @@ def register(subparsers: Any) -> None:
         "list",
         parents=[common],
         help=f"one line per recorded session ({PEAK_MEANING})",
+    )
+    listing.add_argument(
+        "--ids", action="store_true", help="only the session ids, one a line (for completion)"
     )
     listing.set_defaults(handler=list_command)
 
@@ -78,46 +82,49 @@ def register(subparsers: Any) -> None:
 
 
 def sessions_root(args: argparse.Namespace) -> Path:
-    root: Path | None = args.sessions_dir
-    return root.expanduser() if root is not None else default_sessions_root()
+    return sessions_dir(args.sessions_dir)
 
 
 def list_command(args: argparse.Namespace) -> int:
     root = sessions_root(args)
+    if args.ids:
+        from flowdeck.engine import session_format as fmt
+
+        for path in sorted(root.iterdir()) if root.is_dir() else []:
+            if fmt.looks_like_session(path):
+                print(printable(path.name))
+        return 0
+    from flowdeck.engine import list_sessions
+
     infos = list_sessions(root)
     if not infos:
-        print(f"no sessions in {root}")
+        print(f"no sessions in {printable(str(root))}")
         return 0
     # One unreadable session must not hide the others: it is left out, with one line why.
     skipped = [info for info in infos if info.problem]
     for info in skipped:
-        problem = " ".join(info.problem.split())
-        print(f"flowdeck: skipped session {info.session_id}: {problem}", file=sys.stderr)
+        problem = printable(" ".join(info.problem.split()))
+        shown = printable(info.session_id)
+        print(f"flowdeck: skipped session {shown}: {problem}", file=sys.stderr)
     readable = [info for info in infos if not info.problem]
     header = (
         "ID", "START", "NAME", "DURATION", "OUTCOME", "PHASES",
         f"PEAK PUB/s ({PEAK_WINDOW_S} s HELD)", f"PEAK CONS/s ({PEAK_WINDOW_S} s HELD)",
     )  # fmt: skip
-    rows = [header, *(_list_row(info) for info in readable)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    right = {3, 5, 6, 7}
-    for row in rows:
-        cells = [
-            cell.rjust(width) if i in right else cell.ljust(width)
-            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
-        ]
-        print("  ".join(cells).rstrip())
+    rows = [_list_row(info) for info in readable]
+    if rows:
+        print_table(header, rows, right={3, 5, 6, 7})
     count = len(readable)
     unreadable = f" ({len(skipped)} unreadable, skipped)" if skipped else ""
-    print(f"{count} session{'s' if count != 1 else ''} in {root}{unreadable}")
+    print(f"{count} session{'s' if count != 1 else ''} in {printable(str(root))}{unreadable}")
     return 0
 
 
 def _list_row(info: SessionInfo) -> tuple[str, ...]:
     return (
-        info.session_id,
+        printable(info.session_id),
         _local_time(info.start),
-        info.name,
+        printable(info.name),
         _seconds(info.duration),
         info.outcome,
         str(info.phases),
@@ -127,6 +134,9 @@ def _list_row(info: SessionInfo) -> tuple[str, ...]:
 
 
 def show_command(args: argparse.Namespace) -> int:
+    from flowdeck.engine import open_session_by_id
+    from flowdeck.engine import session_format as fmt
+
     session = open_session_by_id(sessions_root(args), args.session_id)
     manifest = session.manifest
     spec = manifest.spec
@@ -192,7 +202,7 @@ def show_command(args: argparse.Namespace) -> int:
         lines.append(("problem", problem))
     width = max(len(label) for label, _ in lines)
     for label, value in lines:
-        print(f"{label.ljust(width)}  {value}")
+        print(f"{label.ljust(width)}  {printable(value)}")
     print()
     print_phases(figures, sys.stdout)
     print()
@@ -203,7 +213,7 @@ def show_command(args: argparse.Namespace) -> int:
         marker = "!" if event.kind in _ALERT_KINDS else " "
         print(
             f"{marker}{event.at - manifest.start:+9.1f}s  {event.kind.value:<17}"
-            f"{change:<5} {event.message}"
+            f"{change:<5} {printable(event.message)}"
         )
     return 0
 
@@ -214,6 +224,8 @@ _ALERT_KINDS = frozenset(
 
 
 def export_command(args: argparse.Namespace) -> int:
+    from flowdeck.engine import export_csv, open_session_by_id
+
     session = open_session_by_id(sessions_root(args), args.session_id)
     try:
         written = export_csv(session, args.csv)
@@ -222,15 +234,18 @@ def export_command(args: argparse.Namespace) -> int:
             f"cannot write CSV files to {args.csv}: {exc.strerror or exc}; choose another --csv"
         ) from None
     for path in written:
-        print(path)
-    print(f"exported session {session.session_id} to {args.csv} ({len(written)} files)")
+        print(printable(str(path)))
+    shown = printable(str(args.csv))
+    print(f"exported session {session.session_id} to {shown} ({len(written)} files)")
     return 0
 
 
 def delete_command(args: argparse.Namespace) -> int:
+    from flowdeck.engine import delete_session
+
     deleted = delete_session(sessions_root(args), args.session_id)
     print(
-        f"deleted session {deleted.path.name}: {deleted.path} "
+        f"deleted session {printable(deleted.path.name)}: {printable(str(deleted.path))} "
         f"({deleted.files} files, {_size(deleted.size_bytes)})"
     )
     return 0

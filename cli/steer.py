@@ -2,24 +2,23 @@
 
 The changes are the cockpit's own (``inflight=200``, ``prefetch=60``, ``publishers=+5``,
 ``pause``, ``mark "label"``), checked here before anything is sent, then asked of the
-run's control endpoint one after the other; each line says when it was in force.
+run's control endpoint in one request; each line says when it was in force.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flowdeck.cli import usage_error
-from flowdeck.engine import (
-    ControlClient,
-    ControlRefused,
-    Endpoint,
-    SpecError,
-    endpoint_for,
-    parse_change,
-)
+from flowdeck.cli import COMMANDS, usage_error
+from flowdeck.cli.common import sessions_dir
+from flowdeck.collectors import printable
+from flowdeck.engine import SpecError, parse_change
+
+# The control client (httpx) loads once the changes are checked.
+if TYPE_CHECKING:
+    from flowdeck.engine import Endpoint
 
 
 def add_endpoint_arguments(parser: argparse.ArgumentParser, default: Any = None) -> None:
@@ -42,6 +41,13 @@ def add_endpoint_arguments(parser: argparse.ArgumentParser, default: Any = None)
     )
     group.add_argument(
         "--ca-file", metavar="PEM", default=default, help="CA to trust for an https:// endpoint"
+    )
+    group.add_argument(
+        "--sessions-dir",
+        metavar="DIR",
+        default=default,
+        help="with no run named, the run started from this sessions directory (default: "
+        "$FLOWDECK_SESSIONS_DIR, else the user's)",
     )
 
 
@@ -74,17 +80,28 @@ def options_among(words: list[str], args: argparse.Namespace, prog: str) -> list
 
 
 def endpoint_from(run: str | None, args: argparse.Namespace) -> Endpoint:
-    return endpoint_for(run, token=args.token, token_file=args.token_file, ca_file=args.ca_file)
+    """The endpoint of ``run``; with none named, of the only run started from this
+    shell's sessions directory (another checkout's run is never steered by default)."""
+    from flowdeck.engine import endpoint_for
+
+    return endpoint_for(
+        run,
+        token=args.token,
+        token_file=args.token_file,
+        ca_file=args.ca_file,
+        sessions_root=None if run else sessions_dir(args.sessions_dir),
+    )
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "steer",
-        help="change a running run from another shell; says when each change is in force",
+        help=COMMANDS["steer"],
         description=(
             "Send changes to a running run (headless or in a cockpit) through its control "
             "endpoint. RUN is a run id as `flowdeck runs` lists it (a unique prefix will do), "
-            "its session directory, or the endpoint's URL; left out, the only run going on."
+            "its session directory, or the endpoint's URL; left out, the only run started "
+            "from this shell's sessions directory (with several, they are listed)."
         ),
     )
     parser.add_argument(
@@ -121,21 +138,28 @@ def steer_command(args: argparse.Namespace) -> int:
         raise SpecError("wait", f"--wait must be 0..30 seconds, got {args.wait:g}")
     for text in texts:
         parse_change(text)  # every change checked before the first is sent
+    from flowdeck.engine import MAX_CHANGES, ControlClient, ControlRefused
+
     client = ControlClient(endpoint_from(run, args))
     late = 0
-    for text in texts:
+    for start in range(0, len(texts), MAX_CHANGES):
+        batch = texts[start : start + MAX_CHANGES]
         try:
-            answer = client.change(text, wait=args.wait)
+            answers = client.changes(batch, wait=args.wait)  # one request for them all
         except ControlRefused as exc:
-            print(f"flowdeck: {text}: {exc.message}", file=sys.stderr)
+            about = f"{batch[0]}: " if len(batch) == 1 else ""
+            print(f"flowdeck: {printable(about + exc.message)}", file=sys.stderr)
             return 2 if exc.status < 500 else 1
-        change = answer.get("change") or text
-        if answer.get("in_force"):
-            print(f"{change} in force after {answer.get('in_force_after_ms', 0)} ms", flush=True)
-        else:
-            late += 1
-            print(
-                f"{change} asked (change #{answer.get('id')}), not in force after {args.wait:g} s",
-                flush=True,
-            )
+        for text, answer in zip(batch, answers, strict=True):
+            change = printable(str(answer.get("change") or text))
+            if answer.get("in_force"):
+                after = answer.get("in_force_after_ms", 0)
+                print(f"{change} in force after {after} ms", flush=True)
+            else:
+                late += 1
+                print(
+                    f"{change} asked (change #{answer.get('id')}), "
+                    f"not in force after {args.wait:g} s",
+                    flush=True,
+                )
     return 1 if late else 0

@@ -16,7 +16,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from flowdeck.engine import (
     THRESHOLDS_FAILED_EXIT,
@@ -31,6 +31,9 @@ from flowdeck.engine import (
     write_junit,
 )
 from flowdeck.figures import RunFigures
+
+if TYPE_CHECKING:
+    pass
 
 
 def add_threshold_arguments(parser: argparse.ArgumentParser) -> None:

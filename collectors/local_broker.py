@@ -51,6 +51,7 @@ import psutil
 from flowdeck.collectors.errors import SourceError
 from flowdeck.collectors.node_guard import OwnerGuard
 from flowdeck.collectors.node_network import NetworkError, NodeNetwork
+from flowdeck.collectors.untrusted import SPEC_FILE_LIMIT, read_file_json
 
 #: Where Debian puts the real scripts; ``/usr/sbin/rabbitmq-server`` is a wrapper that
 #: switches to the ``rabbitmq`` user and its files, which a private node must not use.
@@ -1218,10 +1219,11 @@ _CLUSTER_FIELDS: dict[str, type | tuple[type, ...]] = {
 def load_state(path: Path) -> dict[str, Any]:
     """Read a node's or a cluster's state written by ``save_state`` (``flowdeck broker``).
 
-    Raises OSError when the file cannot be read and ValueError, naming what is wrong, when
-    it is not JSON or not the object ``save_state`` writes.
+    Raises UnreadableFile (one line naming the file) when it cannot be read within bounds
+    or is not JSON, and ValueError, naming what is wrong, when it is not the object
+    ``save_state`` writes.
     """
-    data = json.loads(path.read_text())
+    data = read_file_json(path, what="broker state file", limit=SPEC_FILE_LIMIT)
     if not isinstance(data, dict):
         raise ValueError(f"it holds a JSON {type(data).__name__}, not a node's state object")
     if "cluster" in data or "nodes" in data:

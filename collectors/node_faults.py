@@ -23,10 +23,21 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from flowdeck.collectors.errors import SourceError
-from flowdeck.collectors.local_broker import LocalBroker, LocalCluster
+
+if TYPE_CHECKING:  # the node's code loads when a fault is run, not for FAULT_ACTIONS
+    from typing_extensions import TypeIs
+
+    from flowdeck.collectors.local_broker import LocalBroker, LocalCluster
+
+
+def _is_cluster(held: LocalBroker | LocalCluster) -> TypeIs[LocalCluster]:
+    from flowdeck.collectors.local_broker import LocalCluster
+
+    return isinstance(held, LocalCluster)
+
 
 FaultAction = Literal["kill", "stop", "start", "restart", "partition", "heal"]
 #: What a fault does to its node, in the words operators type.
@@ -73,31 +84,31 @@ class LocalNodes:
     @property
     def nodes(self) -> tuple[LocalBroker, ...]:
         held = self._held
-        return tuple(held.nodes) if isinstance(held, LocalCluster) else (held,)
+        return tuple(held.nodes) if _is_cluster(held) else (held,)
 
     @property
     def can_partition(self) -> bool:
         """True when the nodes run in network namespaces of their own, so a node's link can
         be cut (``partition``) and restored (``heal``)."""
         held = self._held
-        return isinstance(held, LocalCluster) and held.isolated
+        return _is_cluster(held) and held.isolated
 
     def cut_off(self) -> frozenset[str]:
         """The full names of the nodes whose link is cut now (none on loopback)."""
         held = self._held
-        return frozenset(held.cut_off()) if isinstance(held, LocalCluster) else frozenset()
+        return frozenset(held.cut_off()) if _is_cluster(held) else frozenset()
 
     @property
     def name(self) -> str:
         """The cluster's name, or the single node's."""
         held = self._held
-        return str(held.name) if isinstance(held, LocalCluster) else held.nodename
+        return str(held.name) if _is_cluster(held) else held.nodename
 
     def find(self, ref: str) -> LocalBroker:
         """The node ``ref`` names: its number (``2``), ``n2``, or its name with or without
         ``@host``. SourceError naming the nodes there are when none is called so."""
         held = self._held
-        if isinstance(held, LocalCluster):
+        if _is_cluster(held):
             found = held.find_node(ref)
         else:
             found = held if ref in ("1", held.nodename, held.nodename.split("@")[0]) else None
@@ -135,7 +146,7 @@ class LocalNodes:
     def _do(self, action: FaultAction, node: LocalBroker) -> bool:
         if action in NETWORK_FAULTS:
             held = self._held
-            if not isinstance(held, LocalCluster):
+            if not _is_cluster(held):
                 raise SourceError(
                     f"{node.nodename} is a single node: a partition needs a cluster whose "
                     "nodes run in network namespaces (flowdeck broker start --nodes 3 "

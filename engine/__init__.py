@@ -13,7 +13,7 @@ from flowdeck.engine.change import (
     parse_change,
     parse_fault,
 )
-from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError, SpecError
+from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError, SpecError, did_you_mean
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.presets import (
     DEFAULT_PRESET,
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     from flowdeck.engine.autotune import Autopilot
     from flowdeck.engine.capacity import CapacityCheck
     from flowdeck.engine.control import (
+        MAX_CHANGES,
         RUNS_DIR_ENV,
         ControlAddress,
         ControlClient,
@@ -64,7 +65,9 @@ if TYPE_CHECKING:
         Endpoint,
         RemoteRun,
         RunEntry,
+        UnsafeRunsDir,
         check_exposure,
+        check_runs_dir,
         endpoint_for,
         find_run,
         parse_control_address,
@@ -78,13 +81,14 @@ if TYPE_CHECKING:
         broker_of,
         broker_uri,
         management_password,
+        read_password_file,
         resolve_uri,
     )
     from flowdeck.engine.delivery import UNDELIVERED_EXIT
-    from flowdeck.engine.latency import LatencyKind, SendBasis
+    from flowdeck.engine.latency_kinds import LatencyKind, SendBasis
     from flowdeck.engine.metrics_endpoint import MetricsEndpoint
     from flowdeck.engine.node_faults import NodeFaults
-    from flowdeck.engine.perftest import spec_from_perftest
+    from flowdeck.engine.perftest import perftest_words, spec_from_perftest
     from flowdeck.engine.phase_figures import PhaseTable
     from flowdeck.engine.process import WorkerPool
     from flowdeck.engine.provision import (
@@ -100,6 +104,7 @@ if TYPE_CHECKING:
         state_file,
     )
     from flowdeck.engine.recording import format as session_format
+    from flowdeck.engine.recording.location import SESSIONS_DIR_ENV, default_sessions_root
     from flowdeck.engine.recording.reader import (
         Session,
         SessionInfo,
@@ -111,10 +116,10 @@ if TYPE_CHECKING:
         open_session,
         open_session_by_id,
     )
-    from flowdeck.engine.recording.recorder import SESSIONS_DIR_ENV, default_sessions_root
     from flowdeck.engine.run_recording import RunRecording
     from flowdeck.engine.sinks import Listener, NullSink, Sink, Update, deliver
     from flowdeck.engine.spark_workers import HostRow, SparkPlacement
+    from flowdeck.engine.spec import UNCHECKED_CONNECTIONS_LIMIT
     from flowdeck.engine.thresholds import (
         METRICS,
         THRESHOLDS_FAILED_EXIT,
@@ -127,10 +132,10 @@ if TYPE_CHECKING:
         INSECURE_WARNING,
         TlsOptions,
         http_context,
+        ssl_context,
         tls_options,
         with_tls_options,
     )
-    from flowdeck.engine.topology import UNCHECKED_CONNECTIONS_LIMIT
 
 #: What the engine offers beyond its light core, loaded on first use: the controller pulls in
 #: the AMQP and HTTP clients, sessions pull in pyarrow, so `import flowdeck.engine` (the
@@ -156,7 +161,7 @@ _LAZY: dict[str, str] = {
     "Endpoint": "flowdeck.engine.control",
     "HostRow": "flowdeck.engine.spark_workers",
     "INSECURE_WARNING": "flowdeck.engine.tls",
-    "LatencyKind": "flowdeck.engine.latency",
+    "LatencyKind": "flowdeck.engine.latency_kinds",
     "Listener": "flowdeck.engine.sinks",
     "MetricsEndpoint": "flowdeck.engine.metrics_endpoint",
     "NodeFaults": "flowdeck.engine.node_faults",
@@ -173,14 +178,14 @@ _LAZY: dict[str, str] = {
     "RemoteRun": "flowdeck.engine.control",
     "RUNS_DIR_ENV": "flowdeck.engine.control",
     "RunEntry": "flowdeck.engine.control",
-    "SESSIONS_DIR_ENV": "flowdeck.engine.recording.recorder",
-    "SendBasis": "flowdeck.engine.latency",
+    "SESSIONS_DIR_ENV": "flowdeck.engine.recording.location",
+    "SendBasis": "flowdeck.engine.latency_kinds",
     "SparkPlacement": "flowdeck.engine.spark_workers",
     "Session": "flowdeck.engine.recording.reader",
     "SessionInfo": "flowdeck.engine.recording.reader",
     "SessionNotFound": "flowdeck.engine.recording.reader",
     "TlsOptions": "flowdeck.engine.tls",
-    "UNCHECKED_CONNECTIONS_LIMIT": "flowdeck.engine.topology",
+    "UNCHECKED_CONNECTIONS_LIMIT": "flowdeck.engine.spec",
     "UNDELIVERED_EXIT": "flowdeck.engine.delivery",
     "URI_ENV": "flowdeck.engine.credentials",
     "Update": "flowdeck.engine.sinks",
@@ -189,15 +194,19 @@ _LAZY: dict[str, str] = {
     "broker_uri": "flowdeck.engine.credentials",
     "check_exposure": "flowdeck.engine.control",
     "connect": "flowdeck.engine.amqp.connection",
-    "default_sessions_root": "flowdeck.engine.recording.recorder",
+    "default_sessions_root": "flowdeck.engine.recording.location",
     "delete_session": "flowdeck.engine.recording.reader",
     "endpoint_for": "flowdeck.engine.control",
     "export_csv": "flowdeck.engine.recording.reader",
     "find_run": "flowdeck.engine.control",
+    "MAX_CHANGES": "flowdeck.engine.control",
+    "check_runs_dir": "flowdeck.engine.control",
+    "UnsafeRunsDir": "flowdeck.engine.control",
     "find_session": "flowdeck.engine.recording.reader",
     "http_context": "flowdeck.engine.tls",
     "list_sessions": "flowdeck.engine.recording.reader",
     "management_password": "flowdeck.engine.credentials",
+    "read_password_file": "flowdeck.engine.credentials",
     "open_session": "flowdeck.engine.recording.reader",
     "open_session_by_id": "flowdeck.engine.recording.reader",
     "parse_control_address": "flowdeck.engine.control",
@@ -205,7 +214,9 @@ _LAZY: dict[str, str] = {
     "running_runs": "flowdeck.engine.control",
     "runs_dir": "flowdeck.engine.control",
     "server_tls_context": "flowdeck.engine.control",
+    "perftest_words": "flowdeck.engine.perftest",
     "spec_from_perftest": "flowdeck.engine.perftest",
+    "ssl_context": "flowdeck.engine.tls",
     "tls_options": "flowdeck.engine.tls",
     "with_tls_options": "flowdeck.engine.tls",
     "WorkerPool": "flowdeck.engine.process",
@@ -229,6 +240,7 @@ __all__ = [
     "FIELDS",
     "FIGURES",
     "INSECURE_WARNING",
+    "MAX_CHANGES",
     "METRICS",
     "PRESETS",
     "RUNS_DIR_ENV",
@@ -288,6 +300,7 @@ __all__ = [
     "ThresholdResult",
     "Tick",
     "TlsOptions",
+    "UnsafeRunsDir",
     "Update",
     "WorkerPool",
     "WorkerReport",
@@ -295,10 +308,12 @@ __all__ = [
     "broker_of",
     "broker_uri",
     "check_exposure",
+    "check_runs_dir",
     "connect",
     "default_sessions_root",
     "delete_session",
     "deliver",
+    "did_you_mean",
     "endpoint_for",
     "evaluate_thresholds",
     "export_csv",
@@ -316,8 +331,10 @@ __all__ = [
     "parse_control_address",
     "parse_fault",
     "parse_thresholds",
+    "perftest_words",
     "preset",
     "prometheus_for",
+    "read_password_file",
     "resolve_broker",
     "resolve_uri",
     "resolve_workers",
@@ -331,6 +348,7 @@ __all__ = [
     "spec_from_mapping",
     "spec_from_perftest",
     "spec_naming",
+    "ssl_context",
     "started_local_nodes",
     "started_node_for",
     "started_state",

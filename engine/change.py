@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, cast
 
 from flowdeck.collectors.node_faults import FAULT_ACTIONS, FaultAction
-from flowdeck.engine.errors import SpecError
+from flowdeck.engine.errors import SpecError, did_you_mean
 from flowdeck.engine.settings import ALIASES, BY_SETTING, COMMAND_BY_SETTING, Setting
 from flowdeck.engine.snapshot import Settings
 
@@ -145,7 +145,8 @@ def parse_setting(word: str) -> Setting:
         return Setting(key)
     except ValueError:
         known = ", ".join(s.value for s in Setting)
-        raise SpecError("change", f"unknown setting {word!r}; use one of: {known}") from None
+        close = did_you_mean(key, [*(s.value for s in Setting), *ALIASES])
+        raise SpecError("change", f"unknown setting {word!r}{close}; use one of: {known}") from None
 
 
 def parse_change(text: str) -> Change:

@@ -342,11 +342,12 @@ class Controller:
         if self._state != "new":
             raise FlowdeckError("this run was already started; make a new Controller")
         self._state = "starting"
+        declared: topology.Declared | None = None
         try:
             self._check_consumer_node()
             await self._capacity.before_start(self._sources)
             await self._sources.prepare_queues()
-            await topology.declare(self.spec, self._uri)
+            declared = await topology.declare(self.spec, self._uri)
             self._queue_counts.begin(self.spec.queue_names)
             placement = await self._place_consumers()
             await self._recording.start(self.spec)
@@ -356,6 +357,9 @@ class Controller:
             self._queue_counts.close()
             for host in self._hosts.values():
                 host.kill()
+            if declared is not None:  # a run that did not start leaves nothing on the broker
+                with contextlib.suppress(Exception):
+                    await topology.undeclare(self.broker.uris, declared)
             if self._placement is not None:
                 with contextlib.suppress(Exception):
                     await self._placement.close()

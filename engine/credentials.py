@@ -24,6 +24,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from flowdeck.collectors import SMALL_FILE_LIMIT, UnreadableFile, printable, read_file_text
 from flowdeck.collectors.broker import Broker
 from flowdeck.collectors.broker_uri import (
     URI_SEPARATOR,
@@ -36,8 +37,6 @@ from flowdeck.engine.errors import SpecError
 PASSWORD_ENV = "FLOWDECK_PASSWORD"
 MANAGEMENT_PASSWORD_ENV = "FLOWDECK_MANAGEMENT_PASSWORD"
 URI_ENV = "FLOWDECK_URI"
-#: A password file larger than this is not a password file.
-_MAX_PASSWORD_FILE = 64 * 1024
 
 
 def broker_uri(text: str, field: str = "uri") -> BrokerUri:
@@ -61,34 +60,18 @@ def broker_of(text: str, field: str = "uri") -> Broker:
 def read_password_file(path: Path | str, field: str = "password_file") -> str:
     """The password in ``path``: its first line without the line end.
 
-    At most 64 KiB (plus one byte, to tell) is read: a device such as ``/dev/zero`` or a
-    pipe that never ends is refused instead of read for ever.
+    Read within bounds (``collectors.untrusted``): a device such as ``/dev/zero``, a pipe
+    or a file over 64 KiB is refused instead of read for ever.
     """
-    file = Path(path)
-    limit = _MAX_PASSWORD_FILE
     try:
-        with file.open("rb") as stream:
-            data = stream.read(limit + 1)
-    except FileNotFoundError:
-        raise SpecError(field, f"password file {file} does not exist") from None
-    except IsADirectoryError:
-        raise SpecError(field, f"password file {file} is a directory; give a file") from None
-    except OSError as exc:
-        raise SpecError(field, f"password file {file} cannot be read: {exc.strerror}") from None
-    if len(data) > limit:
-        raise SpecError(
-            field,
-            f"password file {file} is larger than {limit // 1024} KiB; "
-            "give a file holding only the password",
-        )
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise SpecError(field, f"password file {file} is not UTF-8 text") from None
+        text = read_file_text(path, what="password file", limit=SMALL_FILE_LIMIT)
+    except UnreadableFile as exc:
+        raise SpecError(field, exc.message) from None
     lines = text.splitlines()
     password = lines[0] if lines else ""
     if not password:
-        raise SpecError(field, f"password file {file} is empty; put the password on its first line")
+        shown = printable(str(path))
+        raise SpecError(field, f"password file {shown} is empty; put the password on line 1")
     return password
 
 

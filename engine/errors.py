@@ -6,6 +6,18 @@ CLI and the TUI can show it as one line without a traceback.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+
+def did_you_mean(word: str, known: Iterable[str], cutoff: float = 0.6) -> str:
+    """`` (did you mean 'x'?)`` naming the ``known`` word closest to ``word`` (difflib's
+    ratio at least ``cutoff``), or ``""`` when none is close: for every "unknown name"
+    message (presets, flags, settings, session ids, commands)."""
+    import difflib
+
+    close = difflib.get_close_matches(word, list(known), n=1, cutoff=cutoff)
+    return f" (did you mean {close[0]!r}?)" if close and close[0] != word else ""
+
 
 class FlowdeckError(Exception):
     """Base of every error flowdeck reports to an operator as a plain message."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 import base64
 import zlib
 from collections.abc import Iterable
-from enum import StrEnum
 
 import numpy as np
 import numpy.typing as npt
@@ -26,25 +25,15 @@ from hdrh import codec as hdr_codec
 from hdrh.histogram import HdrHistogram
 from pyhdrh import decode as decode_varints
 
+# Named here too, where most of the engine imports them from.
+from flowdeck.engine.latency_kinds import LATENCY_KEYS as LATENCY_KEYS
+from flowdeck.engine.latency_kinds import LatencyKey as LatencyKey
+from flowdeck.engine.latency_kinds import LatencyKind as LatencyKind
+from flowdeck.engine.latency_kinds import SendBasis as SendBasis
+
 LOWEST_US = 1
 HIGHEST_US = 3_600_000_000  # one hour
 SIGNIFICANT_DIGITS = 3
-
-
-class LatencyKind(StrEnum):
-    END_TO_END = "e2e"
-    CONFIRM = "confirm"
-
-
-class SendBasis(StrEnum):
-    ACTUAL = "actual"
-    INTENDED = "intended"
-
-
-LatencyKey = tuple[LatencyKind, SendBasis]
-LATENCY_KEYS: tuple[LatencyKey, ...] = tuple(
-    (kind, basis) for kind in LatencyKind for basis in SendBasis
-)
 
 
 def new_histogram() -> HdrHistogram:

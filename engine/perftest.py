@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from flowdeck.collectors import SMALL_FILE_LIMIT, UnreadableFile, printable, read_file_text
 from flowdeck.collectors.broker_uri import URI_SEPARATOR, split_uris
 from flowdeck.engine.change import Change, Setting, format_number
 from flowdeck.engine.errors import SpecError
@@ -217,6 +218,30 @@ class _Given:
     values: tuple[str, ...]
 
 
+def perftest_line_from_file(path: str) -> str:
+    """The PerfTest command line saved in the file at ``path`` (a shell script or a note:
+    lines starting with ``#`` are left out, a line ending in ``\\`` goes on on the next),
+    read within bounds: a FIFO, a device or a file over 64 KiB is refused in one line."""
+    try:
+        text = read_file_text(path, what="PerfTest file", limit=SMALL_FILE_LIMIT)
+    except UnreadableFile as exc:
+        raise SpecError("perftest", exc.message) from None
+    kept = [line for line in text.splitlines() if not line.lstrip().startswith("#")]
+    line = "\n".join(kept).replace("\\\n", " ").replace("\n", " ").strip()
+    if not line:
+        raise SpecError("perftest", f"PerfTest file {printable(path)} holds no command line")
+    return line
+
+
+def perftest_words(args: str | Sequence[str]) -> str | Sequence[str]:
+    """``args`` as given, or the line of the file it names as ``@FILE``."""
+    if isinstance(args, str) and args.startswith("@"):
+        return perftest_line_from_file(args[1:])
+    if not isinstance(args, str) and len(args) == 1 and args[0].startswith("@"):
+        return perftest_line_from_file(args[0][1:])
+    return args
+
+
 def split_command_line(args: str | Sequence[str]) -> list[str]:
     """The words of a PerfTest command line; a leading ``perf-test``/``java -jar ...``
     launcher, if pasted along, is dropped.
@@ -229,6 +254,8 @@ def split_command_line(args: str | Sequence[str]) -> list[str]:
     else:
         words = list(args)
     for index, word in enumerate(words):
+        if word == "-jar" and index > 0:
+            continue  # java -jar perf-test.jar
         if word.startswith("-"):
             return words[index:]
         if not _is_launcher_word(word):
@@ -304,9 +331,10 @@ def spec_from_perftest(args: str | Sequence[str], base: RunSpec | None = None) -
     ``base`` supplies what PerfTest does not describe (broker uri when no ``-h``, workers,
     duration when no ``-z``, management and Prometheus URLs); everything a PerfTest line
     governs takes PerfTest's default when the line does not set it (``PERFTEST_DEFAULTS``).
-    Raises SpecError naming every option flowdeck cannot honour, or a bad value.
+    ``args`` may be ``@FILE``: the command line saved in that file. Raises SpecError
+    naming every option flowdeck cannot honour, or a bad value.
     """
-    words = split_command_line(args)
+    words = split_command_line(perftest_words(args))
     given, unknown = _parse(words)
     problems = [f"{word} (not a PerfTest option)" for word in unknown]
     problems += [f"{g.written} ({g.option.refusal})" for g in given if g.option.refusal]

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from flowdeck.engine.change import Change, Setting
-from flowdeck.engine.errors import SpecError
+from flowdeck.engine.errors import SpecError, did_you_mean
 from flowdeck.engine.spec import RunSpec, ScheduleStep
 
 #: Seconds each in-flight limit is held in a sweep preset.
@@ -229,6 +229,8 @@ def preset(name: str, scale: float = 1.0) -> RunSpec:
         spec = PRESETS[name]
     except KeyError:
         raise SpecError(
-            "preset", f"unknown preset {name!r}; `flowdeck presets` lists: {', '.join(PRESETS)}"
+            "preset",
+            f"unknown preset {name!r}{did_you_mean(name, PRESETS)}; `flowdeck presets` lists "
+            f"all {len(PRESETS)}",
         ) from None
     return spec.scaled(scale)

@@ -11,7 +11,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from flowdeck.engine.change import Change
-from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.latency_kinds import LatencyKind, SendBasis
 from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters, Settings
 from flowdeck.figures.latency import Percentiles
 

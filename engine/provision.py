@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import platformdirs
 
-from flowdeck.collectors import redact
+from flowdeck.collectors import printable, redact
 from flowdeck.engine.credentials import URI_ENV
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.spec import RunSpec
@@ -42,17 +42,22 @@ def state_file() -> Path:
 
 def started_state() -> LocalBroker | LocalCluster | None:
     """The node or cluster ``start`` left (its state file), or None."""
-    from flowdeck.collectors import attach_state, load_state
+    from flowdeck.collectors import UnreadableFile, attach_state, load_state
 
     path = state_file()
     if not path.exists():
         return None
     try:
         return attach_state(load_state(path))
+    except UnreadableFile as exc:
+        raise SpecError(
+            STATE_ENV, f"{exc.message}; ${STATE_ENV} names the file `flowdeck broker start` wrote"
+        ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SpecError(
             STATE_ENV,
-            f"the broker state file {path} cannot be read ({exc}); delete it and start again",
+            f"the broker state file {printable(str(path))} cannot be read ({exc}); "
+            "delete it and start again",
         ) from None
 
 
@@ -153,7 +158,10 @@ def resolve_broker(
         return _private_cluster(spec, provisioner, announce)
     fresh = provisioner.running_node is None
     if fresh and announce is not None:
-        announce("no --uri or FLOWDECK_URI: starting a private RabbitMQ node ...")
+        announce(
+            "no --uri or FLOWDECK_URI: starting a private RabbitMQ node (the node boots, then "
+            "its management and Prometheus plugins start; ~10 s) ..."
+        )
     try:
         node = provisioner.node()
     except SourceError as exc:
@@ -206,10 +214,21 @@ def broker_for(
 ) -> Iterator[Broker]:
     """``resolve_broker`` for one run: a private node it starts is stopped when the block
     ends (and is registered meanwhile, so ``flowdeck broker status`` elsewhere sees it)."""
+    import time
+
     from flowdeck.collectors import Provisioner
 
     with Provisioner(name="flowdeck-run") as provisioner:
-        yield resolve_broker(spec, provisioner, environ, announce)
+        broker = resolve_broker(spec, provisioner, environ, announce)
+        try:
+            yield broker
+        finally:
+            if broker.private and announce is not None:
+                what = "cluster" if len(broker.uris) > 1 else "node"
+                announce(f"stopping the private RabbitMQ {what} ...")
+                began = time.monotonic()
+                provisioner.close()
+                announce(f"private {what} stopped in {time.monotonic() - began:.1f} s")
 
 
 @contextmanager

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.latency_kinds import LatencyKind, SendBasis
 from flowdeck.engine.settings import BY_SETTING, Setting
 
 

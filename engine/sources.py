@@ -409,6 +409,11 @@ class BrokerSources:
         source, self._prometheus = self._prometheus, None
         if source is None:
             return
+        self._event(
+            EventKind.INFO,
+            f"asking Prometheus for the broker's series over the run's {ended - started:.0f} s "
+            "(a range query) ...",
+        )
         try:
             rows = await source.range_query(started, ended)
         except SourceError as exc:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from flowdeck.collectors.broker_uri import redact
+from flowdeck.collectors import SPEC_FILE_LIMIT, UnreadableFile, read_file_text, redact
 from flowdeck.engine.change import (
     Change,
     NodeFault,
@@ -25,7 +25,7 @@ from flowdeck.engine.change import (
     parse_fault,
 )
 from flowdeck.engine.credentials import broker_of
-from flowdeck.engine.errors import SpecError
+from flowdeck.engine.errors import SpecError, did_you_mean
 from flowdeck.engine.settings import BY_FIELD, BY_SETTING, STEERABLE, Scope
 from flowdeck.engine.snapshot import Settings
 from flowdeck.engine.thresholds import parse_threshold
@@ -48,6 +48,12 @@ BODY_HEADER_SIZE = 28
 LOCAL_URI = "amqp://guest:guest@localhost:5672/%2F"
 #: RabbitMQ's limit on queue and exchange names and routing keys (AMQP short strings).
 MAX_NAME_BYTES = 255
+#: Connections a run may open when the broker's socket limit cannot be read (management API
+#: wrong, unauthorised or unreachable). RabbitMQ takes about 90% of its file descriptor
+#: limit less 100 for sockets: 832 with the common default of 1024 descriptors, so up to
+#: 800 a run fits such a broker with room for other clients; a larger one is refused unless
+#: the operator says to go on (``--skip-capacity-check``).
+UNCHECKED_CONNECTIONS_LIMIT = 800
 #: Exchanges every vhost has; the broker refuses to declare any other ``amq.`` name, so
 #: these are only checked for (declared passively), and their type is fixed.
 PREDECLARED_EXCHANGES: dict[str, ExchangeType] = {
@@ -83,6 +89,11 @@ class FieldInfo:
     high: float | None = None
     choices: tuple[str, ...] = ()
     unit: str = ""
+
+    @property
+    def named_choices(self) -> str:
+        """The choices as a message or a help page names them (``""`` as the default)."""
+        return ", ".join(choice or "empty (the default)" for choice in self.choices)
 
 
 def _steerable_field(name: str) -> FieldInfo:
@@ -224,6 +235,12 @@ class RunSpec:
                 continue
             _check_field(name, info, getattr(self, name))
         _check_uri(self.uri)
+        if not self.queue_pattern.strip():
+            raise SpecError(
+                "queue_pattern",
+                f"queue_pattern must name the queues, got {self.queue_pattern!r} (an empty "
+                "name makes the broker invent one, left behind after the run); e.g. 'flowdeck-%d'",
+            )
         if "%d" not in self.queue_pattern and self.queues > 1:
             raise SpecError(
                 "queue_pattern",
@@ -469,8 +486,10 @@ def _check_field(name: str, info: FieldInfo, value: Any) -> None:
         if not isinstance(value, str):
             raise SpecError(name, f"{name} must be text, got {value!r}")
         if info.choices and value not in info.choices:
-            named = ", ".join(choice or "empty (the default)" for choice in info.choices)
-            raise SpecError(name, f"{name} must be one of {named}, got {value!r}")
+            close = did_you_mean(value, info.choices)
+            raise SpecError(
+                name, f"{name} must be one of {info.named_choices}, got {value!r}{close}"
+            )
         return
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise SpecError(name, f"{name} must be a number, got {value!r}")
@@ -613,19 +632,15 @@ def load_spec_file(path: Path, scale: float | None = None) -> RunSpec:
     from flowdeck.engine.presets import preset  # presets build on this module
 
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError("spec", f"cannot read spec file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError as exc:
-        raise SpecError(
-            "spec",
-            f"spec file {path} is not UTF-8 text (byte 0x{exc.object[exc.start]:02x} at "
-            f"offset {exc.start}); save it as UTF-8 TOML",
-        ) from None
+        text = read_file_text(path, what="spec file", limit=SPEC_FILE_LIMIT)
+    except UnreadableFile as exc:
+        raise SpecError("spec", exc.message) from None
     try:
         values = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise SpecError("spec", f"spec file {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError("spec", f"spec file {path} is nested too deeply") from None
     base = None
     if "preset" in values:
         name = values.pop("preset")

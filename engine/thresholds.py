@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import math
 import re
-import xml.etree.ElementTree as ET
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -34,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from flowdeck.engine.errors import FlowdeckError, SpecError
-from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.latency_kinds import LatencyKind, SendBasis
 
 if TYPE_CHECKING:
     from flowdeck.engine.progress import RunSummary
@@ -763,6 +762,8 @@ def write_junit(
 ) -> None:
     """A JUnit XML report: one test case per threshold result, failures named, so a CI
     system shows which criterion failed. FlowdeckError (one line) if it cannot be written."""
+    import xml.etree.ElementTree as ET  # only a run with --junit needs it
+
     failures = sum(1 for r in results if not r.passed)
     suites = ET.Element(
         "testsuites",

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlencode
 
+from flowdeck.collectors import PEM_FILE_LIMIT, UnreadableFile, printable, read_file_text
 from flowdeck.collectors.broker_uri import BrokerUri, BrokerUriError, parse_broker_uri
 from flowdeck.engine.errors import SpecError
 
@@ -113,12 +114,13 @@ def ssl_context(options: TlsOptions) -> ssl.SSLContext:
     """
     context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
     if options.ca_file:
-        _readable("CA file", options.ca_file, "--ca-file / cacertfile")
+        authorities = read_pem("CA file", options.ca_file, "--ca-file / cacertfile")
         try:
-            context.load_verify_locations(cafile=options.ca_file)
-        except ssl.SSLError as exc:
+            context.load_verify_locations(cadata=authorities)
+        except (ssl.SSLError, ValueError) as exc:
+            reason = getattr(exc, "reason", None) or "no PEM certificate in it"
             raise TlsError(
-                f"CA file {options.ca_file} holds no usable certificate ({exc.reason}); "
+                f"CA file {printable(options.ca_file)} holds no usable certificate ({reason}); "
                 "give a PEM file with the CA that signed the broker's certificate"
             ) from None
     if options.key_file and not options.cert_file:
@@ -126,9 +128,9 @@ def ssl_context(options: TlsOptions) -> ssl.SSLContext:
             f"a client key ({options.key_file}) needs its certificate too: add --cert-file"
         )
     if options.cert_file:
-        _readable("client certificate", options.cert_file, "--cert-file / certfile")
+        read_pem("client certificate", options.cert_file, "--cert-file / certfile")
         if options.key_file:
-            _readable("client key", options.key_file, "--key-file / keyfile")
+            read_pem("client key", options.key_file, "--key-file / keyfile")
         try:
             context.load_cert_chain(options.cert_file, options.key_file or None)
         except ssl.SSLError as exc:
@@ -175,12 +177,10 @@ def http_context(uri: str) -> ssl.SSLContext:
     return httpx.create_ssl_context()
 
 
-def _readable(what: str, path: str, option: str) -> None:
-    file = Path(path)
-    if not file.is_file():
-        raise TlsError(f"{what} {path} does not exist; check {option}")
+def read_pem(what: str, path: str, option: str) -> str:
+    """The text of a CA, certificate or key file, read within bounds (a FIFO, a device, a
+    directory or a file over 1 MiB refused in one line naming ``option``)."""
     try:
-        with file.open("rb"):
-            pass
-    except OSError as exc:
-        raise TlsError(f"{what} {path} cannot be read: {exc.strerror}; check {option}") from None
+        return read_file_text(path, what=what, limit=PEM_FILE_LIMIT)
+    except UnreadableFile as exc:
+        raise TlsError(f"{exc.message}; check {option}") from None

@@ -9,10 +9,12 @@ same type and arguments, and the broker must have sockets for every client conne
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import aio_pika
@@ -25,6 +27,7 @@ from flowdeck.collectors.broker_uri import parse_broker_uri
 from flowdeck.engine.amqp.connection import tls_advice, tls_hint
 from flowdeck.engine.errors import BrokerUnavailable, FlowdeckError, SpecError
 from flowdeck.engine.spec import PREDECLARED_EXCHANGES, RunSpec
+from flowdeck.engine.spec import UNCHECKED_CONNECTIONS_LIMIT as UNCHECKED_CONNECTIONS_LIMIT
 from flowdeck.engine.tls import context_for_uri
 
 CONNECT_TIMEOUT = 10.0
@@ -105,15 +108,62 @@ def broker_address(uri: str) -> str:
     return parse_broker_uri(uri).address
 
 
+#: How long an AMQP connect may take before flowdeck looks whether the port speaks HTTP.
+HTTP_PROBE_AFTER = 1.0
+#: RabbitMQ's HTTP ports, named when the uri points at one.
+HTTP_PORTS = {15672: "management API (HTTP)", 15671: "management API (HTTPS)", 15692: "Prometheus"}
+
+
+async def speaks_http(host: str, port: int, timeout: float = 3.0) -> bool:
+    """Whether ``host:port`` answers an HTTP request as an HTTP server does. An AMQP port
+    sent to by mistake (a management or Prometheus port) waits seconds for a whole AMQP
+    greeting before it gives up; this tells at once."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, TimeoutError):
+        return False
+    try:
+        writer.write(b"HEAD / HTTP/1.0\r\nHost: flowdeck\r\n\r\n")
+        await writer.drain()
+        answer = await asyncio.wait_for(reader.read(5), timeout)
+    except (OSError, TimeoutError):
+        return False
+    finally:
+        writer.close()
+        with contextlib.suppress(Exception):
+            await writer.wait_closed()
+    return answer == b"HTTP/"
+
+
+def _http_port(where: str, port: int) -> BrokerUnavailable:
+    known = HTTP_PORTS.get(port)
+    what = f"RabbitMQ's {known} port" if known else "an HTTP server's port"
+    return BrokerUnavailable(
+        f"{where} answers HTTP, not AMQP: {port} is {what}; give the AMQP port in the uri, "
+        "usually 5672 (5671 for amqps)"
+    )
+
+
 async def connect(uri: str, *, timeout: float = CONNECT_TIMEOUT) -> AbstractConnection:
-    """An aio-pika connection, or BrokerUnavailable saying what to check."""
+    """An aio-pika connection, or BrokerUnavailable saying what to check. A connect still
+    going after :data:`HTTP_PROBE_AFTER` s is raced against :func:`speaks_http`, so a uri
+    with the management port fails in about a second, naming it."""
     parsed = parse_broker_uri(uri)
     where = parsed.address
     try:
         context = context_for_uri(uri)  # TlsError (a FlowdeckError) for bad TLS files
-        return await asyncio.wait_for(
-            aio_pika.connect(str(parsed), timeout=timeout, ssl_context=context), timeout + 1
+        connecting = asyncio.ensure_future(
+            asyncio.wait_for(
+                aio_pika.connect(str(parsed), timeout=timeout, ssl_context=context), timeout + 1
+            )
         )
+        done, _ = await asyncio.wait({connecting}, timeout=HTTP_PROBE_AFTER)
+        if not done and await speaks_http(parsed.host, parsed.effective_port):
+            connecting.cancel()
+            with contextlib.suppress(BaseException):
+                await connecting
+            raise _http_port(where, parsed.effective_port)
+        return await connecting
     except ssl.SSLError as exc:
         raise BrokerUnavailable(f"TLS handshake with {where} failed: {tls_advice(exc)}") from None
     except TimeoutError:
@@ -136,6 +186,11 @@ async def connect(uri: str, *, timeout: float = CONNECT_TIMEOUT) -> AbstractConn
         if hint is not None:
             raise BrokerUnavailable(f"TLS handshake with {where} failed: {hint}") from None
         advice = "is RabbitMQ running there?"
+        if isinstance(exc, ConnectionRefusedError) or "connect call failed" in str(exc).lower():
+            advice = (
+                "nothing listens there (connection refused): is RabbitMQ running, and is "
+                "that its AMQP port (usually 5672, 5671 for amqps)?"
+            )
         if not parsed.tls and "reset" in str(exc).lower():
             # A TLS listener drops a plain AMQP greeting at once.
             advice = "if that port speaks TLS, use amqps:// (usually port 5671)"
@@ -236,14 +291,6 @@ def connections_needed(spec: RunSpec) -> int:
     return spec.publishers + spec.consumers
 
 
-#: Connections a run may open when the broker's socket limit cannot be read (management API
-#: wrong, unauthorised or unreachable). RabbitMQ takes about 90% of its file descriptor
-#: limit less 100 for sockets: 832 with the common default of 1024 descriptors, so up to
-#: 800 a run fits such a broker with room for other clients; a larger one is refused unless
-#: the operator says to go on (``--skip-capacity-check``).
-UNCHECKED_CONNECTIONS_LIMIT = 800
-
-
 def free_sockets(nodes: Iterable[Capacity]) -> tuple[int, int]:
     """Free and total sockets over ``nodes``."""
     nodes = list(nodes)
@@ -323,22 +370,58 @@ def binding_keys(spec: RunSpec, queue_index: int) -> list[str]:
     return keys
 
 
-async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
-    """Declare the spec's exchange (if named), queues and bindings; the queue names."""
+@dataclass(frozen=True, slots=True)
+class Declared:
+    """What :func:`declare` made that was not on the broker before: what a run that fails
+    to start deletes again (queues someone else had are left alone)."""
+
+    queues: tuple[str, ...] = ()
+    exchange: str = ""
+
+
+async def _exists(connection: AbstractConnection, name: str, *, exchange: bool = False) -> bool:
+    """Whether queue (or exchange) ``name`` is on the broker: a passive declare, on a
+    channel of its own since a missing one closes the channel it was asked on."""
+    channel = await connection.channel()
+    try:
+        if exchange:
+            await channel.declare_exchange(name, passive=True)
+        else:
+            await channel.declare_queue(name, passive=True)
+    except aiormq.exceptions.ChannelNotFoundEntity:
+        return False
+    with contextlib.suppress(aiormq.exceptions.AMQPError):
+        await channel.close()
+    return True
+
+
+async def declare(spec: RunSpec, uri: str) -> Declared:
+    """Declare the spec's exchange (if named), queues and bindings; what was made new.
+
+    When a declaration is refused (a queue with other arguments, consumers of another run
+    on the queues) what this call made is deleted again before the error is raised: a run
+    that does not start leaves nothing on the broker.
+    """
     connection = await connect(uri)
+    created: list[str] = []
+    new_exchange = ""
     try:
         channel = await connection.channel()
         exchange = None
         if spec.exchange:
+            predeclared = spec.exchange in PREDECLARED_EXCHANGES
+            if not predeclared and not await _exists(connection, spec.exchange, exchange=True):
+                new_exchange = spec.exchange
             try:
                 exchange = await channel.declare_exchange(
                     spec.exchange,
                     _exchange_type(spec),
                     durable=spec.durable,
                     # amq.* exist already; declaring one for real is refused (ACCESS_REFUSED)
-                    passive=spec.exchange in PREDECLARED_EXCHANGES,
+                    passive=predeclared,
                 )
             except aiormq.exceptions.ChannelPreconditionFailed as exc:
+                new_exchange = ""
                 reason = exc.args[0] if exc.args else str(exc)
                 # An exchange of the same type made durable elsewhere (PerfTest makes its
                 # own, "direct", durable) routes the run's messages just the same: use it.
@@ -356,6 +439,7 @@ async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
         arguments = queue_arguments(spec)
         busy: dict[str, int] = {}
         for index, name in enumerate(spec.queue_names):
+            existed = await _exists(connection, name)
             try:
                 queue = await channel.declare_queue(name, durable=spec.durable, arguments=arguments)
             except aiormq.exceptions.ChannelPreconditionFailed as exc:
@@ -369,6 +453,8 @@ async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
                 raise FlowdeckError(
                     f"the broker refused to declare queue {name!r}: {exc}"
                 ) from None
+            if not existed:
+                created.append(name)
             consumers = queue.declaration_result.consumer_count
             if consumers:
                 busy[name] = consumers
@@ -376,7 +462,34 @@ async def declare(spec: RunSpec, uri: str) -> tuple[str, ...]:
                 for key in binding_keys(spec, index):
                     await queue.bind(exchange, routing_key=key)
         refuse_busy_queues(spec, busy)
-        return spec.queue_names
+        return Declared(tuple(created), new_exchange)
+    except BaseException:
+        with contextlib.suppress(Exception):
+            await _undo(connection, Declared(tuple(created), new_exchange))
+        raise
+    finally:
+        with contextlib.suppress(Exception):
+            await connection.close()
+
+
+async def _undo(connection: AbstractConnection, declared: Declared) -> None:
+    channel = await connection.channel()
+    for name in declared.queues:
+        try:
+            await channel.queue_delete(name)
+        except aiormq.exceptions.AMQPError:
+            channel = await connection.channel()
+    if declared.exchange:
+        await channel.exchange_delete(declared.exchange)
+
+
+async def undeclare(uris: Sequence[str], declared: Declared) -> None:
+    """Delete what :func:`declare` made, through the first of ``uris`` that answers."""
+    if not (declared.queues or declared.exchange):
+        return
+    connection = await connect_any(uris)
+    try:
+        await _undo(connection, declared)
     finally:
         await connection.close()
 

@@ -28,14 +28,18 @@ if TYPE_CHECKING:
     from flowdeck.engine.control.registry import (
         RUNS_DIR_ENV,
         RunEntry,
+        UnsafeRunsDir,
+        check_runs_dir,
         find_run,
         running_runs,
         runs_dir,
     )
     from flowdeck.engine.control.remote import RemoteRun
     from flowdeck.engine.control.server import ControlServer
+    from flowdeck.engine.control.wire import MAX_CHANGES
 
 _LAZY: dict[str, str] = {
+    "MAX_CHANGES": "wire",
     "ControlAddress": "address",
     "ControlClient": "client",
     "ControlRefused": "client",
@@ -44,6 +48,8 @@ _LAZY: dict[str, str] = {
     "RUNS_DIR_ENV": "registry",
     "RemoteRun": "remote",
     "RunEntry": "registry",
+    "UnsafeRunsDir": "registry",
+    "check_runs_dir": "registry",
     "check_exposure": "address",
     "endpoint_for": "client",
     "find_run": "registry",
@@ -62,6 +68,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "MAX_CHANGES",
     "RUNS_DIR_ENV",
     "ControlAddress",
     "ControlClient",
@@ -70,7 +77,9 @@ __all__ = [
     "Endpoint",
     "RemoteRun",
     "RunEntry",
+    "UnsafeRunsDir",
     "check_exposure",
+    "check_runs_dir",
     "endpoint_for",
     "find_run",
     "parse_control_address",

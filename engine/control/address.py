@@ -12,7 +12,7 @@ import ssl
 from dataclasses import dataclass
 
 from flowdeck.engine.errors import SpecError
-from flowdeck.engine.tls import TlsError, TlsOptions, _readable
+from flowdeck.engine.tls import TlsError, TlsOptions, read_pem
 
 LOOPBACK_NAMES = ("localhost", "localhost.localdomain")
 
@@ -80,9 +80,9 @@ def server_tls_context(options: TlsOptions) -> ssl.SSLContext | None:
         if options.key_file:
             raise TlsError("--control-key-file needs --control-cert-file", field="control")
         return None
-    _readable("control certificate", options.cert_file, "--control-cert-file")
+    read_pem("control certificate", options.cert_file, "--control-cert-file")
     if options.key_file:
-        _readable("control key", options.key_file, "--control-key-file")
+        read_pem("control key", options.key_file, "--control-key-file")
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(options.cert_file, options.key_file or None)

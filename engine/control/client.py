@@ -17,9 +17,17 @@ from typing import Any
 
 import httpx
 
-from flowdeck.engine.control.openapi import DEFAULT_WAIT_SECONDS
+from flowdeck.collectors import (
+    SMALL_FILE_LIMIT,
+    UnreadableFile,
+    parse_json,
+    printable,
+    read_file_text,
+)
 from flowdeck.engine.control.registry import entry_for_url, find_run
+from flowdeck.engine.control.wire import DEFAULT_WAIT_SECONDS
 from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.tls import TlsOptions, ssl_context
 
 #: Where a token may come from besides --token and --token-file.
 TOKEN_ENV = "FLOWDECK_CONTROL_TOKEN"
@@ -47,7 +55,7 @@ class Endpoint:
     def verify(self) -> ssl.SSLContext | bool:
         if not self.ca_file:
             return True
-        return ssl.create_default_context(cafile=self.ca_file)
+        return ssl_context(TlsOptions(ca_file=self.ca_file))
 
 
 def _token_from(token: str | None, token_file: str | None) -> str | None:
@@ -55,15 +63,18 @@ def _token_from(token: str | None, token_file: str | None) -> str | None:
         return token.strip()
     if token_file:
         try:
-            text = Path(token_file).read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise SpecError("token_file", f"cannot read {token_file}: {exc.strerror}") from None
+            text = read_file_text(token_file, what="token file", limit=SMALL_FILE_LIMIT).strip()
+        except UnreadableFile as exc:
+            raise SpecError("token_file", exc.message) from None
         # A run's control.json holds the token beside the address; a plain file holds it alone.
         if text.startswith("{"):
             try:
-                return str(json.loads(text)["token"])
-            except (ValueError, KeyError, TypeError):
-                raise SpecError("token_file", f"{token_file} holds no token") from None
+                return str(parse_json(text, what="token file", path=token_file)["token"])
+            except UnreadableFile as exc:
+                raise SpecError("token_file", exc.message) from None
+            except (KeyError, TypeError):
+                shown = printable(token_file)
+                raise SpecError("token_file", f"token file {shown} holds no token") from None
         return text.splitlines()[0].strip() if text else None
     return os.environ.get(TOKEN_ENV) or None
 
@@ -75,10 +86,12 @@ def endpoint_for(
     token_file: str | None = None,
     ca_file: str | None = None,
     folder: Path | None = None,
+    sessions_root: Path | None = None,
 ) -> Endpoint:
     """The endpoint of the run ``run`` names (see :func:`registry.find_run`), or of the
     URL ``run`` with its token given (--token, --token-file, $FLOWDECK_CONTROL_TOKEN) or
-    known from this host's list of runs."""
+    known from this host's list of runs. With no ``run``, the only run started from
+    ``sessions_root`` (see :func:`registry.find_run`)."""
     given = _token_from(token, token_file)
     if run and run.startswith(("http://", "https://")):
         url = run.rstrip("/")
@@ -92,7 +105,7 @@ def endpoint_for(
                 )
             given = entry.token
         return Endpoint(url, given, ca_file=ca_file or "")
-    entry = find_run(run, folder)
+    entry = find_run(run, folder, sessions_root=sessions_root)
     return Endpoint(entry.url, given or entry.token, entry.run_id, ca_file or "")
 
 
@@ -148,6 +161,19 @@ class ControlClient:
             timeout=wait + self._timeout,
         )
         return result
+
+    def changes(self, texts: list[str], *, wait: float = DEFAULT_WAIT_SECONDS) -> list[Any]:
+        """Ask for several changes in one request (all checked by the run before the
+        first is asked); each answer as :meth:`change` gives it."""
+        result: dict[str, Any] = self._call(
+            "POST",
+            "/changes",
+            params={"wait": f"{wait:g}"},
+            json={"changes": texts},
+            timeout=wait + self._timeout,
+        )
+        states: list[Any] = result["changes"]
+        return states
 
     def change_state(self, change_id: int) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/changes/{change_id}")

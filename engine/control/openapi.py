@@ -1,61 +1,120 @@
 """The control API's OpenAPI description, served at ``/openapi.json``.
 
-Written by hand beside the handlers in ``server.py``: it is small, and the fuzz test
-(tests/engine/test_control_api.py) drives the server from it, so a handler that answers
-what this does not describe fails that test.
+Its schemas are generated from the wire types (``wire.py``) the server validates requests
+with and builds its answers from; only the operations are listed here, one row each. The
+fuzz test (tests/engine/test_control_api.py) drives the server from this document and
+checks every answer against it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
-#: Longest change text the API takes (a mark's label included).
-MAX_CHANGE_LENGTH = 500
-#: Longest a POST /changes may wait for the change to be in force, in seconds.
-MAX_WAIT_SECONDS = 30.0
-DEFAULT_WAIT_SECONDS = 10.0
+import msgspec
 
+from flowdeck.engine.control.wire import SCHEMAS, ChangeId, WaitSeconds
 
-def _json(schema: dict[str, Any], description: str) -> dict[str, Any]:
-    return {"description": description, "content": {"application/json": {"schema": schema}}}
-
-
-_ERROR = {"$ref": "#/components/schemas/Error"}
-
-
-def _errors(*codes: int) -> dict[str, Any]:
-    what = {
-        400: "bad request: the error says what was wrong, in one line",
-        401: "no token, or the wrong one",
-        404: "no such thing",
-        409: "the run is not in a state to do this",
-    }
-    return {str(code): _json(_ERROR, what[code]) for code in codes}
-
-
-_CHANGE_STATE = {
-    "type": "object",
-    "required": ["id", "change", "in_force"],
-    "properties": {
-        "id": {"type": "integer", "description": "the change's id in the run's event log"},
-        "change": {"type": "string", "description": "the change as the run took it"},
-        "in_force": {"type": "boolean"},
-        "in_force_after_ms": {
-            "type": "integer",
-            "description": "from the request until every worker had it in force",
-        },
-        "message": {"type": "string"},
-        "workers_done": {"type": "integer"},
-        "workers_total": {"type": "integer"},
-    },
+_REF = "#/components/schemas/{name}"
+_ERRORS = {
+    400: "bad request: the error says what was wrong, in one line",
+    401: "no token, or the wrong one",
+    404: "no such thing",
+    409: "the run is not in a state to do this",
 }
+
+_EVENT_STREAM = {"text/event-stream": {"schema": {"type": "string"}}}
+
+
+class _Operation(NamedTuple):
+    """One operation: its answers map a status to (body, what it means), a body being a
+    wire schema's name, a tuple of them (one of), a literal schema, or None for a stream."""
+
+    method: str
+    path: str
+    operation_id: str
+    summary: str
+    request: str | None
+    answers: dict[int, tuple[Any, str]]
+    errors: tuple[int, ...]
+
+
+_CHANGE_ANSWER = ("ChangeState", "ChangeBatch")
+_OPERATIONS = (
+    _Operation("get", "/status", "status", "the run now: spec, settings, phase, schedule, "
+               "last tick", None, {200: ("Status", "the run now")}, (401,)),
+    _Operation("post", "/changes", "change", "ask for a change, or several at once; answers "
+               "once they are in force or `wait` ends", "ChangeRequest",
+               {200: (_CHANGE_ANSWER, "in force in every worker"),
+                202: (_CHANGE_ANSWER, "asked for, not yet in force")}, (400, 401, 409)),
+    _Operation("get", "/changes/{change_id}", "change_state", "whether a change is in force "
+               "yet", None, {200: ("ChangeState", "the change")}, (400, 401, 404)),
+    _Operation("get", "/stream", "stream", "server-sent events: status first, then tick, "
+               "event, broker, summary as they happen (each data line one JSON object)",
+               None, {200: (None, "an event stream until the run ends")}, (401,)),
+    _Operation("post", "/stop", "stop", "stop publishing, let consumers drain, end the run",
+               None, {202: ("State", "stopping")}, (401, 409)),
+    _Operation("post", "/schedule/skip", "skip_step", "apply the schedule's next step now",
+               None, {200: ("State", "step fired")}, (401, 409)),
+    _Operation("post", "/schedule/resume", "resume_schedule", "let a schedule held by an "
+               "operator's change go on", None, {200: ("State", "resumed")}, (401, 409)),
+    _Operation("get", "/openapi.json", "openapi", "this description", None,
+               {200: ({"type": "object"}, "the OpenAPI description")}, (401,)),
+)  # fmt: skip
+
+_PARAMETERS: dict[str, list[dict[str, Any]]] = {
+    "/changes": [{"name": "wait", "in": "query", "required": False, "schema": WaitSeconds}],
+    "/changes/{change_id}": [
+        {"name": "change_id", "in": "path", "required": True, "schema": ChangeId}
+    ],
+}
+
+
+def _schema(body: Any) -> dict[str, Any]:
+    if isinstance(body, dict):
+        return body
+    if isinstance(body, tuple):
+        return {"oneOf": [_schema(one) for one in body]}
+    return {"$ref": _REF.format(name=body)}
+
+
+def _content(body: Any, what: str) -> dict[str, Any]:
+    if body is None:
+        return {"description": what, "content": _EVENT_STREAM}
+    return {"description": what, "content": {"application/json": {"schema": _schema(body)}}}
+
+
+def _described(op: _Operation) -> dict[str, Any]:
+    described: dict[str, Any] = {
+        "operationId": op.operation_id,
+        "summary": op.summary,
+        "responses": {
+            **{str(code): _content(*answer) for code, answer in op.answers.items()},
+            **{str(code): _content("Error", _ERRORS[code]) for code in op.errors},
+        },
+    }
+    if op.path in _PARAMETERS:
+        described["parameters"] = [
+            {**p, "schema": msgspec.json.schema(p["schema"])} for p in _PARAMETERS[op.path]
+        ]
+    if op.request is not None:
+        described["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": _schema(op.request)}},
+        }
+    return described
 
 
 def openapi_description(version: str) -> dict[str, Any]:
     """The description of this server (``version``: flowdeck's)."""
-    change_state = {"$ref": "#/components/schemas/ChangeState"}
+    _, schemas = msgspec.json.schema_components(SCHEMAS, ref_template=_REF)
+    # Exactly one of "change" and "changes" (ChangeRequest.__post_init__; no other field is
+    # taken), which JSON Schema says as the number of properties.
+    schemas["ChangeRequest"].update(minProperties=1, maxProperties=1)
+    paths: dict[str, dict[str, Any]] = {}
+    for op in _OPERATIONS:
+        paths.setdefault(op.path, {})[op.method] = _described(op)
     return {
-        "openapi": "3.0.3",
+        "openapi": "3.1.0",
         "info": {
             "title": "flowdeck control API",
             "version": version,
@@ -67,192 +126,9 @@ def openapi_description(version: str) -> dict[str, Any]:
             ),
         },
         "security": [{"token": []}],
-        "paths": {
-            "/status": {
-                "get": {
-                    "operationId": "status",
-                    "summary": "the run now: spec, settings, phase, schedule, last tick",
-                    "responses": {
-                        "200": _json({"$ref": "#/components/schemas/Status"}, "the run now"),
-                        **_errors(401),
-                    },
-                }
-            },
-            "/changes": {
-                "post": {
-                    "operationId": "change",
-                    "summary": "ask for a change; answers once it is in force or `wait` ends",
-                    "parameters": [
-                        {
-                            "name": "wait",
-                            "in": "query",
-                            "required": False,
-                            "description": "seconds to wait for the change to be in force "
-                            f"(default {DEFAULT_WAIT_SECONDS:g}); 0 answers at once",
-                            "schema": {
-                                "type": "number",
-                                "minimum": 0,
-                                "maximum": MAX_WAIT_SECONDS,
-                            },
-                        }
-                    ],
-                    "requestBody": {
-                        "required": True,
-                        "content": {
-                            "application/json": {
-                                "schema": {"$ref": "#/components/schemas/ChangeRequest"}
-                            }
-                        },
-                    },
-                    "responses": {
-                        "200": _json(change_state, "in force in every worker"),
-                        "202": _json(change_state, "asked for, not yet in force"),
-                        **_errors(400, 401, 409),
-                    },
-                }
-            },
-            "/changes/{change_id}": {
-                "get": {
-                    "operationId": "change_state",
-                    "summary": "whether a change is in force yet",
-                    "parameters": [
-                        {
-                            "name": "change_id",
-                            "in": "path",
-                            "required": True,
-                            "schema": {"type": "integer", "minimum": 1},
-                        }
-                    ],
-                    "responses": {
-                        "200": _json(change_state, "the change"),
-                        **_errors(400, 401, 404),
-                    },
-                }
-            },
-            "/stream": {
-                "get": {
-                    "operationId": "stream",
-                    "summary": "server-sent events: status first, then tick, event, broker, "
-                    "summary as they happen (each data line one JSON object)",
-                    "responses": {
-                        "200": {
-                            "description": "an event stream until the run ends",
-                            "content": {"text/event-stream": {"schema": {"type": "string"}}},
-                        },
-                        **_errors(401),
-                    },
-                }
-            },
-            "/stop": {
-                "post": {
-                    "operationId": "stop",
-                    "summary": "stop publishing, let consumers drain, end the run",
-                    "responses": {
-                        "202": _json({"$ref": "#/components/schemas/State"}, "stopping"),
-                        **_errors(401, 409),
-                    },
-                }
-            },
-            "/schedule/skip": {
-                "post": {
-                    "operationId": "skip_step",
-                    "summary": "apply the schedule's next step now",
-                    "responses": {
-                        "200": _json({"$ref": "#/components/schemas/State"}, "step fired"),
-                        **_errors(401, 409),
-                    },
-                }
-            },
-            "/schedule/resume": {
-                "post": {
-                    "operationId": "resume_schedule",
-                    "summary": "let a schedule held by an operator's change go on",
-                    "responses": {
-                        "200": _json({"$ref": "#/components/schemas/State"}, "resumed"),
-                        **_errors(401, 409),
-                    },
-                }
-            },
-            "/openapi.json": {
-                "get": {
-                    "operationId": "openapi",
-                    "summary": "this description",
-                    "responses": {
-                        "200": _json({"type": "object"}, "the OpenAPI description"),
-                        **_errors(401),
-                    },
-                }
-            },
-        },
+        "paths": paths,
         "components": {
             "securitySchemes": {"token": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "Error": {
-                    "type": "object",
-                    "required": ["error"],
-                    "properties": {"error": {"type": "string"}},
-                },
-                "ChangeRequest": {
-                    "type": "object",
-                    "required": ["change"],
-                    "properties": {
-                        "change": {
-                            "type": "string",
-                            "minLength": 1,
-                            "maxLength": MAX_CHANGE_LENGTH,
-                            "description": "as typed at the cockpit's = prompt",
-                        }
-                    },
-                },
-                "ChangeState": _CHANGE_STATE,
-                "State": {
-                    "type": "object",
-                    "required": ["state"],
-                    "properties": {"state": {"type": "string"}},
-                },
-                "Status": {
-                    "type": "object",
-                    "required": [
-                        "run_id",
-                        "name",
-                        "state",
-                        "spec",
-                        "settings",
-                        "pending",
-                        "phase",
-                        "schedule",
-                    ],
-                    "properties": {
-                        "run_id": {"type": "string"},
-                        "name": {"type": "string"},
-                        "state": {
-                            "type": "string",
-                            "enum": ["starting", "running", "stopping", "ended"],
-                        },
-                        "started_at": {"type": "number", "nullable": True},
-                        "session_dir": {"type": "string", "nullable": True},
-                        "spec": {"type": "object", "description": "passwords masked"},
-                        "settings": {
-                            "type": "object",
-                            "required": ["in_force", "requested"],
-                            "properties": {
-                                "in_force": {"type": "object"},
-                                "requested": {"type": "object"},
-                            },
-                        },
-                        "pending": {"type": "array", "items": {"type": "object"}},
-                        "phase": {
-                            "type": "object",
-                            "properties": {
-                                "index": {"type": "integer"},
-                                "label": {"type": "string"},
-                            },
-                        },
-                        "schedule": {"type": "object"},
-                        "tick": {"type": "object", "nullable": True},
-                        "summary": {"type": "object", "nullable": True},
-                    },
-                },
-            },
+            "schemas": schemas,
         },
     }

@@ -24,8 +24,8 @@ from flowdeck.engine.change import Change
 from flowdeck.engine.control.client import ControlClient, Endpoint
 from flowdeck.engine.control.wire import (
     broker_sample_from_json,
-    pending_from_json,
-    settings_from_json,
+    pending_from_wire,
+    status_from_json,
     summary_from_json,
     tick_from_json,
 )
@@ -61,15 +61,14 @@ class RemoteRun:
         """Reach the run and read its status; FlowdeckError (one line) when it cannot."""
         return cls(endpoint, ControlClient(endpoint).status())
 
-    def _take_status(self, status: dict[str, Any]) -> None:
-        settings = status["settings"]
-        self._settings = settings_from_json(settings["in_force"])
-        self._requested = settings_from_json(settings["requested"])
-        self._pending = tuple(pending_from_json(p) for p in status.get("pending", ()))
-        self._held = bool(status.get("schedule", {}).get("held", False))
-        session = status.get("session_dir")
-        self._session_dir = Path(session) if session else None
-        self.state = str(status.get("state", ""))
+    def _take_status(self, raw: dict[str, Any]) -> None:
+        status = status_from_json(raw)
+        self._settings = status.settings.in_force
+        self._requested = status.settings.requested
+        self._pending = tuple(pending_from_wire(p) for p in status.pending)
+        self._held = status.schedule.held
+        self._session_dir = Path(status.session_dir) if status.session_dir else None
+        self.state = status.state
 
     # -- what the cockpit reads ----------------------------------------------------------
 

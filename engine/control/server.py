@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import math
 import os
@@ -34,23 +33,32 @@ from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from aiohttp import web
 
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine.change import parse_change
 from flowdeck.engine.control.address import ControlAddress
-from flowdeck.engine.control.openapi import (
-    DEFAULT_WAIT_SECONDS,
-    MAX_CHANGE_LENGTH,
-    MAX_WAIT_SECONDS,
-    openapi_description,
-)
+from flowdeck.engine.control.openapi import openapi_description
 from flowdeck.engine.control.registry import RunEntry, process_started, register, unregister
 from flowdeck.engine.control.wire import (
-    broker_sample_to_json,
-    pending_to_json,
-    settings_to_json,
-    tick_to_json,
+    DEFAULT_WAIT_SECONDS,
+    MAX_WAIT_SECONDS,
+    ChangeBatch,
+    ChangeState,
+    Error,
+    NextStep,
+    Phase,
+    Schedule,
+    SettingsPair,
+    State,
+    Status,
+    WaitSeconds,
+    decode_change_request,
+    encode,
+    pending_wire,
+    summary_wire,
+    tick_wire,
 )
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
@@ -69,8 +77,17 @@ EVENT_BACKLOG = 500
 STREAM_QUEUE = 2_000
 #: Seconds between keep-alive comments on an idle stream.
 KEEPALIVE_SECONDS = 15.0
-#: Largest request body taken.
-MAX_BODY = 64 * 1024
+#: Largest request body taken: a batch of MAX_CHANGES changes of the longest kind fits.
+MAX_BODY = 1024 * 1024
+#: Seconds a connection has to send a whole request's headers (from its opening, or from
+#: the last answer on it), and a request its body: a client that trickles bytes to hold a
+#: connection open (slow loris) is closed then.
+HEADER_TIMEOUT = 10.0
+BODY_TIMEOUT = 10.0
+#: Connections served at once (a cockpit attached takes two, a steer one). At the cap the
+#: oldest connection with no request in progress is closed for the new one; with every
+#: one busy, the new one is answered 503.
+MAX_CONNECTIONS = 32
 
 
 def new_token() -> str:
@@ -84,14 +101,15 @@ def _version() -> str:
         return "unknown"
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(value, default=str)
+def _answer(value: Any, status: int = 200) -> web.Response:
+    """A JSON answer of a wire type (``wire.py``)."""
+    return web.Response(body=encode(value), status=status, content_type="application/json")
 
 
 def _error(status: int, message: str) -> web.Response:
     """A refusal: the status and one line of JSON saying why."""
     line = " ".join(str(message).split())
-    response = web.json_response({"error": line}, status=status, dumps=_dumps)
+    response = _answer(Error(line), status)
     if status == 401:
         response.headers["WWW-Authenticate"] = 'Bearer realm="flowdeck"'
     return response
@@ -106,8 +124,25 @@ class _Refused(Exception):
         self.message = message
 
 
+class _TooMany(asyncio.Protocol):
+    """A connection over :data:`MAX_CONNECTIONS` while every one is busy: answered 503
+    with the one-line JSON error, then closed."""
+
+    _BODY = encode(Error(f"the control endpoint serves {MAX_CONNECTIONS} connections at once"))
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.WriteTransport)
+        transport.write(
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+            b"Connection: close\r\nRetry-After: 1\r\n"
+            + f"Content-Length: {len(self._BODY)}\r\n\r\n".encode()
+            + self._BODY
+        )
+        transport.close()
+
+
 def _sse(kind: str, payload: Any) -> bytes:
-    return f"event: {kind}\ndata: {_dumps(payload)}\n\n".encode()
+    return b"event: " + kind.encode() + b"\ndata: " + encode(payload) + b"\n\n"
 
 
 class ControlServer(NullSink):
@@ -126,8 +161,12 @@ class ControlServer(NullSink):
         tls: ssl.SSLContext | None = None,
         token: str | None = None,
         runs_dir: Path | None = None,
+        sessions_root: Path | None = None,
     ) -> None:
         self.controller = controller
+        #: The sessions directory the run was started from (its session's parent when it
+        #: records): steer and attach with no run named look for runs of their own one.
+        self.sessions_root = sessions_root
         self.address = address or ControlAddress()
         self.token = token or new_token()
         self._tls = tls
@@ -148,6 +187,9 @@ class ControlServer(NullSink):
         self._waiters: dict[int, list[asyncio.Future[RunEvent]]] = {}
         self._subscribers: set[asyncio.Queue[bytes | None]] = set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self._listener: asyncio.Server | None = None
+        #: Connections with a request in a handler now (a stream, a change waiting).
+        self._busy: set[object] = set()
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -191,10 +233,31 @@ class ControlServer(NullSink):
         app.router.add_post("/schedule/skip", self._skip_step)
         app.router.add_post("/schedule/resume", self._resume_schedule)
         app.router.add_get("/openapi.json", self._openapi)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # aiohttp's keep-alive timeout runs from a connection's opening and from each
+        # answer until a whole request has come: the header-read timeout.
+        runner = web.AppRunner(
+            app, access_log=None, handle_signals=False, keepalive_timeout=HEADER_TIMEOUT
+        )
         await runner.setup()
-        site = web.SockSite(runner, sock, ssl_context=self._tls, shutdown_timeout=1.0)
-        await site.start()
+        server = runner.server
+        assert server is not None
+
+        def connection() -> asyncio.BaseProtocol:
+            if len(server.connections) < MAX_CONNECTIONS:
+                return server()
+            idle = [c for c in server.connections if c not in self._busy]
+            if not idle:
+                return _TooMany()
+            idle[0].force_close()  # the oldest that holds a connection without a request
+            return server()
+
+        loop = asyncio.get_running_loop()
+        if self._tls is not None:
+            self._listener = await loop.create_server(
+                connection, sock=sock, ssl=self._tls, ssl_handshake_timeout=HEADER_TIMEOUT
+            )
+        else:
+            self._listener = await loop.create_server(connection, sock=sock)
         self._runner = runner
         if self.controller.started_at:
             self._register()
@@ -208,6 +271,9 @@ class ControlServer(NullSink):
         if self._starting is not None and not self._starting.done():
             with contextlib.suppress(Exception):
                 await self._starting
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            listener.close()
         runner, self._runner = self._runner, None
         if runner is not None:
             with contextlib.suppress(Exception):
@@ -246,11 +312,21 @@ class ControlServer(NullSink):
             pid=pid,
             pid_started=process_started(pid) or 0.0,
             session_dir=str(session) if session is not None else None,
+            sessions_root=str(self._sessions_root_of(session)),
         )
         try:
             self._entry_paths = register(self.entry, self._runs_dir)
         except FlowdeckError as exc:
             self._trouble(f"control endpoint at {self.url} not listed: {exc}")
+
+    def _sessions_root_of(self, session: Path | None) -> Path:
+        if self.sessions_root is not None:
+            return self.sessions_root.resolve()
+        if session is not None:
+            return session.resolve().parent
+        from flowdeck.engine.recording.location import default_sessions_root
+
+        return default_sessions_root().resolve()
 
     # -- as a sink of the run ------------------------------------------------------------
 
@@ -263,7 +339,7 @@ class ControlServer(NullSink):
 
     def on_tick(self, tick: Tick) -> None:
         self._ticks.append(tick)
-        self._fan_out(lambda: _sse("tick", tick_to_json(tick)))
+        self._fan_out(lambda: _sse("tick", tick_wire(tick)))
 
     def on_event(self, event: RunEvent) -> None:
         if event.kind is EventKind.PHASE:
@@ -282,11 +358,11 @@ class ControlServer(NullSink):
 
     def on_broker_sample(self, sample: BrokerSample) -> None:
         self._broker = sample
-        self._fan_out(lambda: _sse("broker", broker_sample_to_json(sample)))
+        self._fan_out(lambda: _sse("broker", sample))
 
     def on_finish(self, summary: RunSummary) -> None:
         self._summary = summary
-        self._fan_out(lambda: _sse("summary", summary.to_json()))
+        self._fan_out(lambda: _sse("summary", summary_wire(summary)))
         for queue in list(self._subscribers):
             self._offer(queue, None)
         if self._autostarted:
@@ -324,62 +400,58 @@ class ControlServer(NullSink):
             return "running"
         return "stopping" if controller.started_at else "starting"
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> Status:
         controller = self.controller
         spec = controller.spec
         next_step = controller.next_step
-        tick = self._ticks[-1] if self._ticks else None
         session = controller.session_dir
-        return {
-            "run_id": self._run_id,
-            "name": spec.name,
-            "state": self.state,
-            "started_at": controller.started_at or None,
-            "session_dir": str(session) if session is not None else None,
-            "spec": spec.redacted(),
-            "settings": {
-                "in_force": settings_to_json(controller.settings),
-                "requested": settings_to_json(controller.requested_settings),
-            },
-            "pending": [pending_to_json(p) for p in controller.pending],
-            "phase": dict(self._phase),
-            "schedule": {
-                "steps": len(spec.schedule),
-                "held": controller.schedule_held,
-                "next": (
-                    {"at": next_step.at, "change": next_step.change.describe()}
+        return Status(
+            run_id=self._run_id,
+            name=spec.name,
+            state=self.state,  # type: ignore[arg-type]  # one of RunState's words
+            started_at=controller.started_at or None,
+            session_dir=str(session) if session is not None else None,
+            spec=spec.redacted(),
+            settings=SettingsPair(controller.settings, controller.requested_settings),
+            pending=[pending_wire(p) for p in controller.pending],
+            phase=Phase(int(self._phase["index"]), str(self._phase["label"])),
+            schedule=Schedule(
+                steps=len(spec.schedule),
+                held=controller.schedule_held,
+                next=(
+                    NextStep(next_step.at, next_step.change.describe())
                     if next_step is not None
                     else None
                 ),
-            },
-            "tick": tick_to_json(tick) if tick is not None else None,
-            "broker": broker_sample_to_json(self._broker) if self._broker is not None else None,
-            "summary": self._summary.to_json() if self._summary is not None else None,
-        }
+            ),
+            tick=tick_wire(self._ticks[-1]) if self._ticks else None,
+            broker=self._broker,
+            summary=summary_wire(self._summary) if self._summary is not None else None,
+        )
 
-    def change_state(self, change_id: int) -> dict[str, Any] | None:
+    def change_state(self, change_id: int) -> ChangeState | None:
         """A change's state as the API answers it; None for an id the run never had."""
         applied = self._applied.get(change_id)
         if applied is not None:
             delay = float(applied.detail.get("delay_s", 0.0))
-            return {
-                "id": change_id,
-                "change": str(applied.detail.get("change", self._requested.get(change_id, ""))),
-                "in_force": True,
-                "in_force_after_ms": round(delay * 1000),
-                "message": applied.message,
-            }
+            return ChangeState(
+                id=change_id,
+                change=str(applied.detail.get("change", self._requested.get(change_id, ""))),
+                in_force=True,
+                in_force_after_ms=round(delay * 1000),
+                message=applied.message,
+            )
         for pending in self.controller.pending:
             if pending.change_id == change_id:
-                return {
-                    "id": change_id,
-                    "change": pending.change.describe(),
-                    "in_force": False,
-                    "workers_done": pending.workers_done,
-                    "workers_total": pending.workers_total,
-                }
+                return ChangeState(
+                    id=change_id,
+                    change=pending.change.describe(),
+                    in_force=False,
+                    workers_done=pending.workers_done,
+                    workers_total=pending.workers_total,
+                )
         if change_id in self._requested:
-            return {"id": change_id, "change": self._requested[change_id], "in_force": False}
+            return ChangeState(id=change_id, change=self._requested[change_id], in_force=False)
         return None
 
     # -- HTTP ------------------------------------------------------------------------------
@@ -397,6 +469,7 @@ class ControlServer(NullSink):
             token.strip().encode(), self.token.encode()
         ):
             return _error(401, "wrong token for this run")
+        self._busy.add(request.protocol)
         try:
             return await handler(request)
         except _Refused as exc:
@@ -414,77 +487,88 @@ class ControlServer(NullSink):
             log.exception("control endpoint: %s %s failed", request.method, request.path)
             self._trouble(f"control endpoint: {request.method} {request.path} failed: {exc!r}")
             return _error(500, f"the control endpoint failed on this request: {exc!r}")
+        finally:
+            self._busy.discard(request.protocol)
 
     async def _openapi(self, request: web.Request) -> web.Response:
-        return web.json_response(openapi_description(_version()))
+        return _answer(openapi_description(_version()))
 
     async def _status(self, request: web.Request) -> web.Response:
-        return web.json_response(self.status(), dumps=_dumps)
-
-    async def _json_body(self, request: web.Request) -> Any:
-        raw = await request.read()
-        if not raw.strip():
-            return {}
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
-            raise _Refused(
-                400, 'the body is not JSON; send e.g. {"change": "inflight=200"}'
-            ) from None
+        return _answer(self.status())
 
     async def _post_change(self, request: web.Request) -> web.Response:
+        """One change (``{"change": ...}``) or several in one request (``{"changes":
+        [...]}``, all checked before the first is asked); the answer waits up to ``wait``
+        for every one to be in force."""
         wait = self._wait_of(request)
-        body = await self._json_body(request)
-        text = body.get("change") if isinstance(body, dict) else None
-        if not isinstance(text, str) or not text.strip():
-            raise _Refused(400, 'the body needs a change, e.g. {"change": "inflight=200"}')
-        if len(text) > MAX_CHANGE_LENGTH:
-            raise _Refused(400, f"a change is at most {MAX_CHANGE_LENGTH} characters")
         try:
-            change = parse_change(text)
-            if self.state != "running":
-                raise _Refused(409, f"the run is {self.state}: changes apply only while it runs")
-            change_id = self.controller.request(change, source="api")
-        except SpecError as exc:
-            raise _Refused(400, exc.message) from None
-        except FlowdeckError as exc:
-            raise _Refused(409, str(exc)) from None
-        applied = await self._applied_within(change_id, wait)
-        state = self.change_state(change_id) or {
-            "id": change_id,
-            "change": change.describe(),
-            "in_force": False,
-        }
-        return web.json_response(state, status=200 if applied else 202, dumps=_dumps)
+            raw = await asyncio.wait_for(request.read(), BODY_TIMEOUT)
+        except TimeoutError:
+            raise _Refused(408, f"the body did not come within {BODY_TIMEOUT:g} s") from None
+        try:
+            asked = decode_change_request(raw)
+        except msgspec.MsgspecError as exc:
+            reason = "the body is not JSON" if isinstance(exc, msgspec.DecodeError) else exc
+            raise _Refused(400, f'{reason}; send e.g. {{"change": "inflight=200"}}') from None
+        changes = []
+        for text in asked.texts:
+            try:
+                changes.append(parse_change(text))
+            except SpecError as exc:
+                raise _Refused(400, exc.message) from None
+        if self.state != "running":
+            raise _Refused(409, f"the run is {self.state}: changes apply only while it runs")
+        ids = []
+        for change in changes:
+            try:
+                ids.append(self.controller.request(change, source="api"))
+            except SpecError as exc:
+                raise _Refused(400, exc.message) from None
+            except FlowdeckError as exc:
+                raise _Refused(409, str(exc)) from None
+        applied = await self._applied_within(ids, wait)
+        states = [
+            self.change_state(change_id)
+            or ChangeState(id=change_id, change=change.describe(), in_force=False)
+            for change_id, change in zip(ids, changes, strict=True)
+        ]
+        answer = ChangeBatch(states) if isinstance(asked.changes, list) else states[0]
+        return _answer(answer, 200 if applied else 202)
 
     def _wait_of(self, request: web.Request) -> float:
         raw = request.query.get("wait")
         if raw is None:
             return DEFAULT_WAIT_SECONDS
         try:
-            wait = float(raw)
-        except ValueError:
+            wait: float = msgspec.convert(float(raw), WaitSeconds)
+        except (ValueError, msgspec.ValidationError):
             wait = math.nan
-        if not 0 <= wait <= MAX_WAIT_SECONDS:
+        if math.isnan(wait):
             raise _Refused(400, f"wait must be 0..{MAX_WAIT_SECONDS:g} seconds, got {raw!r}")
         return wait
 
-    async def _applied_within(self, change_id: int, wait: float) -> bool:
-        if change_id in self._applied:
+    async def _applied_within(self, change_ids: list[int], wait: float) -> bool:
+        """Whether every change of ``change_ids`` is in force within ``wait`` seconds."""
+        missing = [i for i in change_ids if i not in self._applied]
+        if not missing:
             return True
         if wait <= 0:
             return False
-        waiter: asyncio.Future[RunEvent] = asyncio.get_running_loop().create_future()
-        self._waiters.setdefault(change_id, []).append(waiter)
+        loop = asyncio.get_running_loop()
+        waiters: dict[int, asyncio.Future[RunEvent]] = {}
+        for change_id in missing:
+            waiters[change_id] = loop.create_future()
+            self._waiters.setdefault(change_id, []).append(waiters[change_id])
         try:
-            await asyncio.wait_for(asyncio.shield(waiter), wait)
-        except TimeoutError:
-            return False
+            _, pending = await asyncio.wait(waiters.values(), timeout=wait)
+            return not pending
         finally:
-            waiters = self._waiters.get(change_id, [])
-            if waiter in waiters:
-                waiters.remove(waiter)
-        return True
+            for change_id, waiter in waiters.items():
+                listed = self._waiters.get(change_id, [])
+                if waiter in listed:
+                    listed.remove(waiter)
+                if not listed:
+                    self._waiters.pop(change_id, None)
 
     async def _change_state(self, request: web.Request) -> web.Response:
         raw = request.match_info["change_id"]
@@ -493,13 +577,13 @@ class ControlServer(NullSink):
         state = self.change_state(int(raw))
         if state is None:
             raise _Refused(404, f"this run has no change #{raw}")
-        return web.json_response(state, dumps=_dumps)
+        return _answer(state)
 
     async def _stop(self, request: web.Request) -> web.Response:
         if self.state != "running":
             raise _Refused(409, f"the run is {self.state}; there is nothing to stop")
         self._spawn(self.controller.stop("stopped through the control endpoint"), "stop")
-        return web.json_response({"state": "stopping"}, status=202)
+        return _answer(State("stopping"), 202)
 
     async def _skip_step(self, request: web.Request) -> web.Response:
         if self.state != "running":
@@ -508,7 +592,7 @@ class ControlServer(NullSink):
             self.controller.skip_step()
         except FlowdeckError as exc:
             raise _Refused(409, str(exc)) from None
-        return web.json_response({"state": self.state})
+        return _answer(State(self.state))  # type: ignore[arg-type]
 
     async def _resume_schedule(self, request: web.Request) -> web.Response:
         if self.state != "running":
@@ -517,19 +601,19 @@ class ControlServer(NullSink):
             self.controller.resume_schedule()
         except FlowdeckError as exc:
             raise _Refused(409, str(exc)) from None
-        return web.json_response({"state": self.state})
+        return _answer(State(self.state))  # type: ignore[arg-type]
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
         # What a late client needs first, taken with its subscription in one step so no
         # update falls between the two.
         backlog = [_sse("status", self.status())]
         backlog += [_sse("event", e.to_json()) for e in self.controller.events[-EVENT_BACKLOG:]]
-        backlog += [_sse("tick", tick_to_json(t)) for t in self._ticks]
+        backlog += [_sse("tick", tick_wire(t)) for t in self._ticks]
         if self._broker is not None:
-            backlog.append(_sse("broker", broker_sample_to_json(self._broker)))
+            backlog.append(_sse("broker", self._broker))
         queue: asyncio.Queue[bytes | None] = asyncio.Queue(STREAM_QUEUE)
         if self._summary is not None:
-            backlog.append(_sse("summary", self._summary.to_json()))
+            backlog.append(_sse("summary", summary_wire(self._summary)))
             queue.put_nowait(None)
         else:
             self._subscribers.add(queue)

@@ -25,20 +25,23 @@ table's ``errors`` column (null in 1.0 sessions) and the manifest's ``recording_
 ``ticks`` table (when the controller ticked and which snapshots each tick had) and the
 ``nodes`` table (each broker node's own figures). Sessions before 1.3 have neither: the
 tables read empty and readers fall back (ticks on whole seconds, one summed node).
-This module imports only pyarrow and the standard library: the Spark report job may use
-it and nothing else of flowdeck.
+This module imports only pyarrow, the standard library and the collectors' bounded file
+reader (``collectors.untrusted``: a manifest linked to /dev/zero is one unreadable session,
+not the end of a listing): the Spark report job may use it and nothing else of flowdeck.
 """
 
 from __future__ import annotations
 
-import json
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from flowdeck.collectors import MANIFEST_LIMIT, UnreadableFile, read_file_json
 
 SCHEMA_VERSION = "1.4"
 SCHEMA_MAJOR = 1
@@ -307,17 +310,17 @@ def looks_like_session(path: Path) -> bool:
 def read_manifest(session_dir: Path) -> Manifest:
     """Read and check a manifest; older minor and major versions read, newer majors refuse."""
     path = session_dir / MANIFEST
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
+    if not os.path.lexists(path):
         if looks_like_session(session_dir):
             raise SessionFormatError(
                 f"{session_dir}: {MANIFEST} is missing, so the session's other files cannot "
                 "be read; `flowdeck sessions delete` removes it"
-            ) from None
-        raise SessionFormatError(f"{session_dir}: not a session (no {MANIFEST})") from None
-    except (OSError, ValueError) as exc:
-        raise SessionFormatError(f"{path}: unreadable manifest: {exc}") from None
+            )
+        raise SessionFormatError(f"{session_dir}: not a session (no {MANIFEST})")
+    try:
+        raw = read_file_json(path, what="file", limit=MANIFEST_LIMIT)
+    except UnreadableFile as exc:
+        raise SessionFormatError(f"unreadable manifest: {exc.message}") from None
     if not isinstance(raw, dict):
         raise SessionFormatError(f"{path}: manifest is not a JSON object")
     check_schema_version(raw.get("schema_version", "0"), str(path))

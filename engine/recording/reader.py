@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import shutil
 import socket
 from collections import defaultdict
@@ -32,10 +33,11 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 from hdrh.histogram import HdrHistogram
 
+from flowdeck.collectors import UnreadableFile, read_file_bytes
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample, SourceName
 from flowdeck.engine.aggregate import SnapshotAggregator, assemble_tick
 from flowdeck.engine.change import Change, Setting, apply_change
-from flowdeck.engine.errors import FlowdeckError, SpecError
+from flowdeck.engine.errors import FlowdeckError, SpecError, did_you_mean
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import (
     HIGHEST_US,
@@ -66,6 +68,8 @@ GAUGE_COLUMNS = ("pending_confirms", "unacked", "connections", "blocked_connecti
 #: alarms of any node), not one row per node, so node names are not on disk; this name says
 #: so wherever it shows.
 RECORDED_NODES = "(nodes not recorded)"
+#: The longest event log read (a day's run with a change a second writes ~20 MiB).
+EVENT_LOG_LIMIT = 256 * 1024 * 1024
 
 
 class SessionNotFound(FlowdeckError):
@@ -665,10 +669,14 @@ class Session:
 
     def _read_events(self) -> list[RunEvent]:
         path = self.path / fmt.EVENTS
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
+        if not os.path.lexists(path):
             return []
+        try:
+            data = read_file_bytes(path, what="event log", limit=EVENT_LOG_LIMIT)
+        except UnreadableFile as exc:
+            self.problems.append(exc.message)
+            return []
+        text = data.decode("utf-8", errors="replace")
         events = []
         torn = 0
         for line in text.splitlines():
@@ -777,8 +785,10 @@ def find_session(root: Path, session_id: str) -> Path:
             f"session id {session_id!r} matches {len(matches)} sessions in {root} ({names}); "
             f"give more of the id"
         )
+    known = [p.name for p in root.iterdir() if fmt.looks_like_session(p)] if root.is_dir() else []
     raise SessionNotFound(
-        f"no session {session_id!r} in {root}; `flowdeck sessions list` shows the ids "
+        f"no session {session_id!r} in {root}{did_you_mean(wanted, known)}; "
+        "`flowdeck sessions list` shows the ids "
         f"(--sessions-dir or FLOWDECK_SESSIONS_DIR choose another directory)"
     )
 

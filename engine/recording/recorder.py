@@ -30,7 +30,6 @@ from typing import IO, Any
 
 import numpy as np
 import numpy.typing as npt
-import platformdirs
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -40,13 +39,13 @@ from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LATENCY_KEYS, BucketDecoder, LatencyKey, recorded_buckets
 from flowdeck.engine.progress import RunSummary, Tick
 from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording.location import SESSIONS_DIR_ENV as SESSIONS_DIR_ENV
+from flowdeck.engine.recording.location import default_sessions_root as default_sessions_root
 from flowdeck.engine.recording.rows import broker_row, client_row, interval_delta, t_us
 from flowdeck.engine.sinks import PrometheusRow, RunStarted
 from flowdeck.engine.snapshot import ClientSnapshot, Counters
 from flowdeck.engine.spec import RunSpec
 
-#: Environment variable naming the sessions root; ``--sessions-dir`` overrides it.
-SESSIONS_DIR_ENV = "FLOWDECK_SESSIONS_DIR"
 DEFAULT_FLUSH_SECONDS = 2.0
 #: Space set aside at start for the final manifest, freed just before writing it, so a
 #: full disk still gets told how the run ended. A hidden file: readers and Spark skip it.
@@ -54,14 +53,6 @@ MANIFEST_RESERVE = ".manifest-reserve"
 MANIFEST_RESERVE_BYTES = 64 * 1024
 #: How long ``close`` waits for the writer to finish the last parts before giving up.
 CLOSE_TIMEOUT_SECONDS = 30.0
-
-
-def default_sessions_root() -> Path:
-    """``$FLOWDECK_SESSIONS_DIR`` if set, else ``sessions`` in the user's data directory."""
-    configured = os.environ.get(SESSIONS_DIR_ENV, "").strip()
-    if configured:
-        return Path(configured).expanduser()
-    return Path(platformdirs.user_data_dir("flowdeck", appauthor=False)) / "sessions"
 
 
 def new_session_id(name: str, at: float) -> str:

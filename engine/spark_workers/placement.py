@@ -31,7 +31,6 @@ import time
 import uuid
 from collections.abc import Sequence
 from functools import partial
-from pathlib import Path
 from typing import Any
 
 from flowdeck.engine.commands import WorkerEvent
@@ -41,7 +40,7 @@ from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.process import OnMessage, StartingHost
 from flowdeck.engine.spark_workers.link import HostRow, LinkServer, RemoteWorker
 from flowdeck.engine.spark_workers.task import TaskOrders, run_task
-from flowdeck.engine.tls import TlsOptions, _readable
+from flowdeck.engine.tls import TlsOptions, read_pem
 
 log = logging.getLogger(__name__)
 
@@ -144,10 +143,12 @@ class SparkPlacement:
                 f"--spark-listen {self.listen} is beyond this machine and the run's token "
                 "would cross the network in clear: give --spark-cert-file and --spark-key-file",
             )
-        if tls.cert_file:
-            _readable("worker link certificate", tls.cert_file, "--spark-cert-file")
+        self._server_cert = (
+            read_pem("worker link certificate", tls.cert_file, "--spark-cert-file")
+            if tls.cert_file
+            else ""
+        )
         self._server_tls = server_tls_context(tls)
-        self._server_cert = Path(tls.cert_file).read_text() if tls.cert_file else ""
         self._connect_timeout = connect_timeout
         self._group = f"flowdeck-{uuid.uuid4().hex[:12]}"
         self._hosts: dict[int, RemoteWorker] = {}

@@ -61,12 +61,14 @@ def start_steerable_run(
     duration: str = "120s",
     extra: tuple[str, ...] = (),
     cleanup: bool = True,
+    runs: Path | None = None,
 ) -> SteeredRun:
     """A headless run of one publisher and one consumer on the shared broker, in-process
-    workers (quick to start), its endpoint listed in a runs directory of its own.
-    ``cleanup=False`` keeps the queues (and their counts) for the test to read."""
-    runs = tmp / "runs"
-    log = tmp / "run.log"
+    workers (quick to start), its endpoint listed in a runs directory of its own (or in
+    ``runs``, beside other runs). ``cleanup=False`` keeps the queues (and their counts)
+    for the test to read."""
+    runs = runs or tmp / "runs"
+    log = tmp / f"run-{queue_prefix}.log"
     env = {**os.environ, "FLOWDECK_RUNS_DIR": str(runs), "FLOWDECK_URI": ""}
     with log.open("w") as out:
         process = subprocess.Popen(
@@ -94,7 +96,7 @@ def start_steerable_run(
         )
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
-        listed = running_runs(runs) if runs.is_dir() else []
+        listed = [r for r in running_runs(runs) if r.pid == process.pid]
         if listed:
             return SteeredRun(process, listed[0], runs, f"{queue_prefix}-1", log)
         if process.poll() is not None:
@@ -287,7 +289,7 @@ def test_bad_requests_get_one_line_4xx_and_the_run_goes_on(run: SteeredRun) -> N
             (404, api.get("/changes/999999")),
             (404, api.get("/nowhere")),
             (405, api.delete("/status")),
-            (413, api.post("/changes", content=b"x" * 200_000)),
+            (413, api.post("/changes", content=b"x" * 2_000_000)),  # over 1 MiB
         ]
         messages = {}
         for expected, response in cases:

@@ -81,7 +81,7 @@ def test_connection_problems_are_one_line_within_the_timeout(uri: str, says: str
     [
         (["--prefetch", "10", "--ack-every", "20"], "ack_every (20) must not exceed prefetch (10)"),
         (["--queue-type", "stream", "--auto-ack"], "stream queues need manual acks"),
-        (["--spec", "/no/such/spec.toml"], "cannot read spec file /no/such/spec.toml"),
+        (["--spec", "/no/such/spec.toml"], "spec file /no/such/spec.toml does not exist"),
     ],
 )
 def test_impossible_specs_are_refused_before_any_load(args: list[str], says: str) -> None:

@@ -344,3 +344,17 @@ def test_run_perftest_flag_builds_the_spec_flags_refine_it() -> None:
     args = build_parser().parse_args(["run", "--perftest", "-x 2 -C 10"])
     with pytest.raises(SpecError, match="-C"):
         spec_from_run_args(args)
+
+
+def test_a_perftest_line_kept_in_a_file_is_read_as_given(tmp_path: Path) -> None:
+    script = tmp_path / "bench.sh"
+    script.write_text(
+        "#!/bin/sh\n# the seed's run\njava -jar perf-test.jar -x 2 -y 3 \\\n  -r 100\n"
+    )
+    assert spec_from_perftest(f"@{script}") == spec_from_perftest("-x 2 -y 3 -r 100")
+    assert spec_from_perftest([f"@{script}"]) == spec_from_perftest("-x 2 -y 3 -r 100")
+    (tmp_path / "empty").write_text("# nothing\n")
+    with pytest.raises(SpecError, match="holds no command line"):
+        spec_from_perftest(f"@{tmp_path / 'empty'}")
+    with pytest.raises(SpecError, match=r"is not a regular file \(a character device\)"):
+        spec_from_perftest("@/dev/zero")

@@ -48,6 +48,12 @@ def test_every_preset_scales_to_a_small_machine() -> None:
         assert len(small.schedule) == len(PRESETS[name].schedule)
 
 
-def test_unknown_preset_lists_the_known_ones() -> None:
-    with pytest.raises(SpecError, match=r"unknown preset 'bench9'.*bench1-sweep"):
-        preset("bench9")
+def test_unknown_preset_names_the_closest_and_where_all_are_listed() -> None:
+    with pytest.raises(SpecError) as caught:
+        preset("bench2sweep")
+    assert caught.value.message == (
+        f"unknown preset 'bench2sweep' (did you mean 'bench2-sweep'?); `flowdeck presets` "
+        f"lists all {len(PRESETS)}"
+    )
+    with pytest.raises(SpecError, match=r"^unknown preset 'zzz'; `flowdeck presets` lists"):
+        preset("zzz")

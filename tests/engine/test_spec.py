@@ -94,7 +94,7 @@ def test_spec_file_errors_are_spec_errors(tmp_path: Path) -> None:
     path.write_text("prefetch = \n")
     with pytest.raises(SpecError, match="not valid TOML"):
         load_spec_file(path)
-    with pytest.raises(SpecError, match="cannot read spec file"):
+    with pytest.raises(SpecError, match=r"spec file .*missing\.toml does not exist"):
         load_spec_file(tmp_path / "missing.toml")
 
 
@@ -111,7 +111,7 @@ def test_a_spec_file_that_is_not_utf8_is_a_spec_error(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as caught:
         load_spec_file(path)
     assert caught.value.message == (
-        f"spec file {path} is not UTF-8 text (byte 0xe9 at offset 11); save it as UTF-8 TOML"
+        f"spec file {path} is not UTF-8 text (byte 0xe9 at offset 11); save it as UTF-8"
     )
 
 
