@@ -23,9 +23,11 @@ Rules (``docs/reports.md`` quotes them):
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from flowdeck.figures import active, stats
@@ -63,7 +65,8 @@ CLIENT_FIGURES: tuple[str, ...] = (
 )  # fmt: skip
 BROKER_FIGURES: tuple[str, ...] = (
     "depth_start", "depth_end", "depth_max", "depth_slope", "depth_recent_slope", "mem_peak",
-    "alarm_s",
+    "alarm_s", "flow_s", "run_publishers_flow_max", "connections_flow_max",
+    "channels_flow_max", "before_queues_mean", "before_queues_max", "accept_rate_mean",
 )  # fmt: skip
 #: What limits each swept setting's window: (the gauge, the client count it multiplies).
 WINDOWS: dict[str, tuple[str, str]] = {
@@ -310,7 +313,12 @@ def run_figures(inputs: RunInputs, max_p99_ms: float | None = None) -> RunFigure
     }
     whole = stats.session_client_stats(seconds, {key: active.whole_throughput(throughput.values())})
     whole_row = whole[0] if whole else {}
-    fresh = [{**row, "session": key} for row in inputs.polls if not row.get("stale_reason")]
+    sent = _sent_by(inputs.client_rows)
+    fresh = [
+        {**row, "session": key, "before_queues": _before_queues(row, sent)}
+        for row in inputs.polls
+        if not row.get("stale_reason")
+    ]
     chosen = stats.chosen_polls(fresh).get(key, [])
     broker = {
         row["phase"]: row
@@ -431,6 +439,8 @@ def phase_load(c: Row, b: Row, fan_out: int = 1) -> PhaseLoad:
         paused_s=int(c.get("paused_s") or 0),
         fan_out=fan_out,
         flow_s=float(b.get("flow_s") or 0.0),
+        before_queues=b.get("before_queues_mean"),
+        accept_rate=b.get("accept_rate_mean"),
     )
 
 
@@ -502,3 +512,45 @@ def rate_capacity(
     if len({round(p.target) for p in points}) < 2:
         return None
     return capacity(points, max_p99_ms)
+
+
+def _sent_by(rows: Sequence[Row]) -> Callable[[int], float]:
+    """How many messages the clients had sent by a time (unix µs): per worker, the counts of
+    its rows that ended by then and the share of the one in progress (a row's messages
+    spread evenly over its interval), summed over workers."""
+    by_worker: dict[Any, list[tuple[int, int, int]]] = {}
+    for row in rows:
+        end = int(row["t_us"])
+        begin = end - round(float(row["interval_s"]) * 1_000_000)
+        by_worker.setdefault(row["worker"], []).append((begin, end, int(row["published"])))
+    timelines = []
+    for intervals in by_worker.values():
+        intervals.sort(key=lambda i: i[1])
+        ends = [end for _, end, _ in intervals]
+        running = list(accumulate(count for _, _, count in intervals))
+        timelines.append((intervals, ends, running))
+
+    def sent(at_us: int) -> float:
+        total = 0.0
+        for intervals, ends, running in timelines:
+            done = bisect_right(ends, at_us)
+            total += running[done - 1] if done else 0
+            if done < len(intervals):
+                begin, end, count = intervals[done]
+                if end > begin and at_us > begin:
+                    total += count * (at_us - begin) / (end - begin)
+        return total
+
+    return sent
+
+
+def _before_queues(poll: Row, sent: Callable[[int], float]) -> float | None:
+    """Messages the run's clients had sent and the broker had not yet taken in at the time
+    of the poll's figures (its channels' publish count): what waits in socket buffers and
+    in connection and channel processes held by credit flow. None when the source does not
+    say what the broker took in."""
+    accepted = poll.get("run_accepted")
+    if accepted is None:
+        return None
+    at = int(poll["t_us"]) - round(float(poll.get("age_s") or 0.0) * 1_000_000)
+    return max(0.0, sent(at) - float(accepted))

@@ -243,16 +243,42 @@ def phase_broker_stats(
                 "mem_peak": max(_known(mine, "mem_used"), default=None),
                 "mem_limit": max(_known(mine, "mem_limit"), default=None),
                 "connections_blocked_max": max(_known(mine, "connections_blocked"), default=None),
+                **_flow_figures(mine),
             }
-            stat.update(alarm or {"mem_alarm_s": None, "disk_alarm_s": None, "alarm_s": None})
+            stat.update(
+                alarm
+                or {"mem_alarm_s": None, "disk_alarm_s": None, "alarm_s": None, "flow_s": None}
+            )
             result.append(stat)
     return result
 
 
+#: Flow-control and pipeline figures a phase keeps the largest of (None before format 1.5).
+FLOW_MAXIMA: tuple[str, ...] = (
+    "connections_flow", "channels_flow", "run_publishers_flow", "before_queues",
+    "run_unconfirmed", "queue_ready", "run_unacked",
+)  # fmt: skip
+
+
+def _flow_figures(rows: Sequence[Row]) -> Row:
+    """A phase's credit flow and pipeline from its polls: the most connections, channels
+    and of the run's publishers in flow; where the run's messages waited at their worst
+    (``before_queues``: sent by the clients, not yet taken in by the broker; unconfirmed at
+    the broker; ready in the queues; delivered, not acked) and the broker's mean accept
+    rate (msg/s, from its own channel statistics)."""
+    figures: Row = {f"{name}_max": max(_known(rows, name), default=None) for name in FLOW_MAXIMA}
+    before = _known(rows, "before_queues")
+    figures["before_queues_mean"] = _mean(before)
+    figures["accept_rate_mean"] = _mean(_known(rows, "run_accept_rate"))
+    return figures
+
+
 def _alarm_seconds(rows: Sequence[Row], phase: Phase, run_end: int | None) -> Row | None:
-    """Seconds of the phase in memory alarm, disk alarm and either; None when no poll's
-    interval overlaps the phase."""
-    spans: dict[str, float] = {"mem_alarm_s": 0.0, "disk_alarm_s": 0.0, "alarm_s": 0.0}
+    """Seconds of the phase in memory alarm, disk alarm and either, and with some of the
+    run's publishers in credit flow; None when no poll's interval overlaps the phase."""
+    spans: dict[str, float] = {
+        "mem_alarm_s": 0.0, "disk_alarm_s": 0.0, "alarm_s": 0.0, "flow_s": 0.0,
+    }  # fmt: skip
     overlapping = False
     for index, row in enumerate(rows):
         begin = row["t_us"]
@@ -270,4 +296,6 @@ def _alarm_seconds(rows: Sequence[Row], phase: Phase, run_end: int | None) -> Ro
             spans["disk_alarm_s"] += span
         if row.get("mem_alarm") or row.get("disk_alarm"):
             spans["alarm_s"] += span
+        if (row.get("run_publishers_flow") or 0) > 0:
+            spans["flow_s"] += span
     return spans if overlapping else None

@@ -123,6 +123,21 @@ class PhaseLoad:
     #: Seconds in which the run's own publishers were in credit flow (the broker's
     #: connection or channel state ``flow``).
     flow_s: float = 0.0
+    #: Messages the clients had sent and the broker had not yet taken in, on average over
+    #: the phase's polls (in socket buffers and processes held by credit flow), and the
+    #: broker's accept rate: their wait is about the one over the other. None: not known.
+    before_queues: float | None = None
+    accept_rate: float | None = None
+
+    def waiting(self) -> str:
+        """Where messages waited before the queues, in words ("" when none did)."""
+        if not self.before_queues or self.before_queues < DEPTH_GROWTH_MIN:
+            return ""
+        wait = ""
+        if self.accept_rate:
+            wait = f" (≈ {self.before_queues / self.accept_rate:.1f} s at the broker's "
+            wait += f"{self.accept_rate:.0f} msg/s)"
+        return f"{self.before_queues:.0f} messages waited before the queues{wait}"
 
     @property
     def paused_throughout(self) -> bool:
@@ -215,14 +230,15 @@ def judge(load: PhaseLoad) -> tuple[Verdict, str]:
     flow = ""
     if load.flow_s > 0:
         flow = f"publishers in credit flow for {load.flow_s:.0f} s"
+    waiting = load.waiting()
     if overloaded:
-        if flow:
-            overloaded.append(f"{flow}: messages waited before the queues")
+        overloaded += [part for part in (flow, waiting) if part]
         return Verdict.OVERLOADED, "; ".join(overloaded)
     if load.seconds > 0 and load.flow_s >= FLOW_SHARE * load.seconds:
+        held_back = waiting or "messages waited before the queues"
         return Verdict.THROTTLED, (
-            f"{flow} of {load.seconds} (≥ {FLOW_SHARE:.0%}): the broker held them back and "
-            f"messages waited before the queues; {_depth_words(load)}"
+            f"{flow} of {load.seconds} (≥ {FLOW_SHARE:.0%}): the broker held them back; "
+            f"{held_back}; {_depth_words(load)}"
         )
 
     held: list[str] = []

@@ -188,3 +188,44 @@ def test_a_start_marker_before_the_first_change_is_no_phase() -> None:
     ]
     phases = split_phases(events, START, START + 20)  # fmt: skip
     assert [p.label for p in phases] == ["inflight=20", "inflight=50"]
+
+
+def test_messages_waiting_before_the_queues_are_found_and_named() -> None:
+    """The overloaded mirrored run of issue 27: the clients sent 8,000 msg/s, the broker
+    took in 6,500 (its channels' publish count), consumers kept up with what it took, the
+    queues stayed empty and the run's publishers sat in credit flow: the figures say where
+    the messages waited and the verdict names it."""
+    rows = [row(s, 8000, 6500, inflight=0) for s in range(20)]
+    polls = []
+    for second in range(20):
+        poll_row = poll(second + 1.0, 0)
+        poll_row.update(
+            run_accepted=6500 * (second + 1), run_accept_rate=6500.0, run_publishers_flow=2,
+            connections_flow=2, age_s=0.0,
+        )  # fmt: skip
+        polls.append(poll_row)
+    phases = tuple(split_phases([event(0, "phase", "start")], START, START + 20))
+    figures = run_figures(RunInputs("s", START_US, phases, rows, polls))
+    (phase,) = figures.phases
+    broker = phase.broker
+    assert broker["flow_s"] == pytest.approx(19.0, abs=1.0)
+    assert broker["run_publishers_flow_max"] == 2
+    # 1,500 msg/s more sent than taken in: the gap grows by that much each second
+    assert broker["before_queues_max"] == pytest.approx(1500 * 20, rel=0.1)
+    assert phase.verdict is Verdict.OVERLOADED  # consumers take 6,500 of 8,000 published
+    assert "publishers in credit flow for 19 s" in phase.reason
+    assert "messages waited before the queues (≈" in phase.reason
+
+
+def test_publishers_held_by_credit_flow_while_consumers_keep_up_are_throttled() -> None:
+    rows = [row(s, 5000, 5000, inflight=0) for s in range(20)]
+    polls = []
+    for second in range(20):
+        poll_row = poll(second + 1.0, 10)
+        poll_row.update(run_accepted=5000 * (second + 1), run_accept_rate=5000.0,
+                        run_publishers_flow=1)  # fmt: skip
+        polls.append(poll_row)
+    phases = tuple(split_phases([event(0, "phase", "start")], START, START + 20))
+    (phase,) = run_figures(RunInputs("s", START_US, phases, rows, polls)).phases
+    assert phase.verdict is Verdict.THROTTLED, phase.reason
+    assert phase.reason.startswith("publishers in credit flow for 19 s of 20 (≥ 50%)")
