@@ -342,6 +342,10 @@ def broker_table(figures: SessionFigures) -> Table:
                 rounded(b.get("mem_alarm_s")),
                 rounded(b.get("disk_alarm_s")),
                 rounded(c.get("blocked_s")),
+                rounded(b.get("flow_s")),
+                rounded(b.get("run_publishers_flow_max")),
+                rounded(b.get("before_queues_max"), 0),
+                rounded(b.get("accept_rate_mean"), 1),
                 p.verdict.value if p.verdict else None,
                 p.reason,
             )
@@ -352,13 +356,19 @@ def broker_table(figures: SessionFigures) -> Table:
         columns=(
             "phase", "label", "pending confirms mean", "pending confirms max",
             "unacked mean", "unacked max", "depth start", "depth end", "depth slope msg/s",
-            "memory peak MiB", "memory alarm s", "disk alarm s", "blocked s", "verdict",
-            "why",
+            "memory peak MiB", "memory alarm s", "disk alarm s", "blocked s",
+            "credit flow s", "publishers in flow max", "before the queues max",
+            "broker accepted msg/s", "verdict", "why",
         ),
         rows=tuple(rows),
         note="Queue depth = ready messages summed over the run's queues (broker polls); "
         "slope = least-squares over the phase's polls. Blocked s = seconds with a "
-        "connection blocked by flow control.",
+        "connection blocked by flow control (an alarm). Credit flow s = seconds in which "
+        "some of the run's publishers were in the broker's credit-flow state 'flow'; before "
+        "the queues = messages the clients had sent that the broker had not yet taken in "
+        "(its channels' publish count): what waits in socket buffers and in processes held "
+        "by credit flow; broker accepted = the run's channels' publish rate (management API; "
+        "empty for sessions before format 1.5 and for Prometheus).",
     )  # fmt: skip
 
 
