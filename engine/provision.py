@@ -51,7 +51,9 @@ def started_state() -> LocalBroker | LocalCluster | None:
         return attach_state(load_state(path))
     except UnreadableFile as exc:
         raise SpecError(
-            STATE_ENV, f"{exc.message}; ${STATE_ENV} names the file `flowdeck broker start` wrote"
+            STATE_ENV,
+            f"{exc.message}; ${STATE_ENV} names the file `flowdeck broker start` wrote: "
+            "delete it and start again",
         ) from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         raise SpecError(
