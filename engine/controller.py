@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from flowdeck.collectors import Broker, FaultDone, LocalNodes, SourceError
 from flowdeck.collectors.broker_uri import mask_text
+from flowdeck.collectors.client_names import new_run_tag
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine import topology
 from flowdeck.engine.accounting import data_safety
@@ -166,6 +167,8 @@ class Controller:
         self._queue_leaders: tuple[int, ...] = ()
         self._skip_capacity_check = skip_capacity_check
         self._placement = placement
+        #: In every connection name of the run, so the broker's lists tell its clients.
+        self.run_tag = new_run_tag()
 
         self.settings: Settings = settings_of(spec)
         self._requested_spec = spec  # relative changes resolve against what was asked last
@@ -205,6 +208,7 @@ class Controller:
             on_sample=self._on_broker_sample,
             on_event=self._publish_event,
             on_range=self._on_prometheus_range,
+            run_tag=self.run_tag,
         )
 
     # -- public API ------------------------------------------------------------------------
@@ -638,6 +642,7 @@ class Controller:
             start_at=self.started_at,
             uris=self.broker.uris,
             queue_leaders=self._queue_leaders,
+            run_tag=self.run_tag,
         )
 
     # -- messages from workers and collectors ------------------------------------------------
