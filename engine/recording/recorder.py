@@ -383,6 +383,20 @@ class Recorder:
                     sample.connections,
                     sample.connections_blocked,
                     sample.connections_blocking,
+                    sample.connections_flow,
+                    sample.channels,
+                    sample.channels_flow,
+                    sample.run_publishers,
+                    sample.run_publishers_flow,
+                    list(sample.publishers_in_flow),
+                    sample.run_accepted,
+                    sample.run_accept_rate,
+                    sample.run_unconfirmed,
+                    sample.run_delivered,
+                    sample.run_deliver_rate,
+                    sample.run_acked,
+                    sample.run_ack_rate,
+                    sample.run_unacked,
                 )
             )
             self._queue_rows.extend(
@@ -429,6 +443,12 @@ class Recorder:
                     list(n.partitions),
                     n.raft_term_total,
                     n.raft_commit_latency,
+                    n.connections_running,
+                    n.connections_flow,
+                    n.connections_blocking,
+                    n.connections_blocked,
+                    n.channels_running,
+                    n.channels_flow,
                 )
                 for n in nodes
             )
