@@ -4,6 +4,7 @@ Never imports the engine or Textual.
 """
 
 from flowdeck.collectors.broker import Broker
+from flowdeck.collectors.broker_settings import BROKER_SETTINGS, BrokerSetting
 from flowdeck.collectors.broker_uri import (
     MASK,
     URI_SEPARATOR,
@@ -31,18 +32,27 @@ from flowdeck.collectors.management import (
     SocketFigures,
 )
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
-from flowdeck.collectors.node_faults import FAULT_ACTIONS, FaultAction, FaultDone, LocalNodes
+from flowdeck.collectors.node_faults import (
+    FAULT_ACTIONS,
+    BrokerSettingDone,
+    FaultAction,
+    FaultDone,
+    LocalNodes,
+)
 from flowdeck.collectors.prometheus import PrometheusCollector
 from flowdeck.collectors.prometheus_server import PrometheusServer, prometheus_target_for
 from flowdeck.collectors.provisioner import Provisioner, RegisteredNode, registered_nodes
 from flowdeck.collectors.watch import BrokerSource, BrokerWatch
 
 __all__ = [
+    "BROKER_SETTINGS",
     "FAULT_ACTIONS",
     "MASK",
     "URI_SEPARATOR",
     "Broker",
     "BrokerSample",
+    "BrokerSetting",
+    "BrokerSettingDone",
     "BrokerSource",
     "BrokerUri",
     "BrokerUriError",

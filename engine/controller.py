@@ -35,7 +35,8 @@ from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine import topology
 from flowdeck.engine.accounting import data_safety
 from flowdeck.engine.aggregate import SnapshotAggregator, assemble_tick
-from flowdeck.engine.change import Change, NodeFault
+from flowdeck.engine.broker_changes import BrokerChanges
+from flowdeck.engine.change import Change, NodeFault, Setting
 from flowdeck.engine.commands import (
     ApplyChange,
     ChangeApplied,
@@ -176,6 +177,8 @@ class Controller:
         self._pending = self._ledger.pending  # the same dict: changes on their way, by id
         self._schedule = Schedule(spec.schedule)
         self._check_faults(spec.schedule)
+        self._broker_changes = BrokerChanges(broker, self.run_tag)
+        self._broker_changes.check_schedule(spec.schedule)
         self._fault_tasks: list[asyncio.Task[None]] = []
 
         self._sinks: list[Sink] = []
@@ -360,6 +363,7 @@ class Controller:
             raise FlowdeckError("changes apply only while the run is running")
         if steerable(change.setting) is not None:
             change = change.resolved(self._requested_spec.setting(change.setting))
+        self._broker_changes.check(change)  # refused in one line on a broker not run here
         connections_before = topology.connections_needed(self._requested_spec)
         self._requested_spec = self._requested_spec.with_change(change)  # SpecError if bad
         added = topology.connections_needed(self._requested_spec) - connections_before
@@ -374,12 +378,30 @@ class Controller:
         )
         if added > 0:
             self._warn_capacity(change_id, added)
-        for worker in sorted(self._alive):
-            self._hosts[worker].send(ApplyChange(change_id, change))
-        self._check_applied(change_id)
+        if change.setting is Setting.BROKER:
+            # The nodes take it first; then the workers see a mark, which opens the phase.
+            self._fault_tasks.append(
+                asyncio.create_task(self._apply_broker_change(change_id, change))
+            )
+        else:
+            self._send_change(change_id, change)
         if source != "schedule":
             self._hold_schedule(change_id, change, source)
         return change_id
+
+    def _send_change(self, change_id: int, change: Change) -> None:
+        for worker in sorted(self._alive):
+            self._hosts[worker].send(ApplyChange(change_id, change))
+        self._check_applied(change_id)
+
+    async def _apply_broker_change(self, change_id: int, change: Change) -> None:
+        done = await self._broker_changes.apply(change)
+        kind = EventKind.INFO if done.taken else EventKind.ERROR
+        self._event(kind, done.message, change_id=change_id, detail=done.detail)
+        if not done.taken:
+            self._ledger.drop(change_id)
+        elif self._state == "running":
+            self._send_change(change_id, Change(Setting.MARK, label=change.describe()))
 
     def _warn_capacity(self, change_id: int, added: int) -> None:
         """Warn before a change opens more connections than the broker has sockets or file
