@@ -48,6 +48,7 @@ from flowdeck.engine.commands import (
 from flowdeck.engine.credentials import broker_of
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.honoured import Unhonoured, unhonoured
 from flowdeck.engine.ledger import ChangeLedger, Pending, Schedule
 from flowdeck.engine.process import (
     DEFAULT_RUNTIME,
@@ -313,6 +314,7 @@ class Controller:
         try:
             self._check_consumer_node()
             await self._sources.check_capacity(skip=self._skip_capacity_check)
+            ignored = await self._check_honoured()
             await self._sources.prepare_queues()
             await topology.declare(self.spec, self._uri)
             placement = await self._place_consumers()
@@ -346,6 +348,13 @@ class Controller:
         )
         if placement:
             self._event(EventKind.INFO, placement, at=self.started_at)
+        for line, version in ignored:
+            self._event(
+                EventKind.INFO,
+                line.describe(version),
+                at=self.started_at,
+                detail=line.detail(version),
+            )
         self._event(
             EventKind.PHASE,
             "phase 0: start",
@@ -643,6 +652,15 @@ class Controller:
         where = "on a node other than" if spec.consumer_node == "off-leader" else "on"
         led = ", ".join(f"{name} by {node}" for name, (node, _) in leaders.items())
         return f"consumers {where} their queue's leader ({led})"
+
+    async def _check_honoured(self) -> list[tuple[Unhonoured, str]]:
+        """What of the spec this broker's version ignores (said once the run starts); a
+        SpecError, before anything is declared, for what it rejects (engine/honoured.py)."""
+        version = await topology.broker_version(self._uri)
+        found = unhonoured(self.spec, version)
+        if rejected := [line.describe(version) for line in found if line.verdict == "rejects"]:
+            raise SpecError("queue_type", "; ".join(rejected))
+        return [(line, version) for line in found]
 
     def _check_consumer_node(self) -> None:
         """SpecError, before anything is declared, for consumers placed by their queue's
