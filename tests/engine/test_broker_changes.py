@@ -14,6 +14,7 @@ import asyncio
 import re
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -22,6 +23,7 @@ from flowdeck.engine.change import Change, Setting, parse_change
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.recording.reader import open_session
 from flowdeck.engine.spec import RunSpec, schedule_step
 from tests.engine.updates import collect_updates
 from tests.private_nodes import PrivateNodes
@@ -153,7 +155,7 @@ async def _until(what: object, limit: float = 30.0) -> None:
 @pytest.mark.private_broker
 @pytest.mark.timeout(240)
 async def test_a_live_change_takes_effect_on_the_node_and_opens_its_phase(
-    node: LocalBroker, unique_name: str
+    node: LocalBroker, unique_name: str, tmp_path: Path
 ) -> None:
     assert _env(node, "credit_flow_default_credit") == "{ok,{100,50}}"  # set at its start
     broker = Broker.parse(
@@ -164,7 +166,9 @@ async def test_a_live_change_takes_effect_on_the_node_and_opens_its_phase(
         local=LocalNodes(node),
     )
     spec = _spec(unique_name, queue_type="quorum", confirms=True, inflight=20, duration=40)
-    controller = Controller(spec, broker=broker, drain_seconds=2, cleanup=True)
+    controller = Controller(
+        spec, broker=broker, drain_seconds=2, cleanup=True, sessions_root=tmp_path
+    )
     events, _ = collect_updates(controller)
 
     def said(kind: EventKind, text: str) -> list[RunEvent]:
@@ -206,3 +210,14 @@ async def test_a_live_change_takes_effect_on_the_node_and_opens_its_phase(
     finally:
         summary = await controller.stop()
     assert summary.outcome == "stopped", summary.errors
+    # recorded as phases, which read back (replay) like any change's
+    assert summary.session_dir is not None
+    session = open_session(Path(summary.session_dir))
+    assert session.phases == 4  # start, the soft limit, the reconnect, the credit
+    phases = [e.message for e in session.events if e.kind is EventKind.PHASE]
+    assert phases[1:] == [
+        "phase 1: broker.quorum_commands_soft_limit=7",
+        "phase 2: broker.reconnect",
+        "phase 3: broker.credit_flow_default_credit={20,10}",
+    ]
+    assert session.ticks()[-1].phase == "broker.credit_flow_default_credit={20,10}"
