@@ -17,6 +17,11 @@ One node of a cluster is lost and brought back with ``kill NODE`` (SIGKILL, as a
 ``stop NODE`` (a clean shutdown), ``start NODE`` and ``restart NODE``; NODE is its number
 (``2``), ``n2`` or its name. Each updates the state file (a restarted node has a new pid).
 
+``start --set KEY=VALUE`` (repeatable) starts the node, or every node of the cluster, with
+a broker setting (collectors/broker_settings.py: the credit flow credit, quorum queues'
+command soft limit, the statistics interval), written to its ``advanced.config``; a run
+changes them live with ``broker.KEY=VALUE``.
+
 ``start --nodes 3 --namespaces`` runs each node in a network namespace of its own, on a
 bridge (``collectors/node_network.py``; needs root): ``partition NODE`` cuts that node off
 the others and the clients while it keeps running, and ``heal NODE`` puts it back.
@@ -76,6 +81,15 @@ def register(subparsers: Any) -> None:
     )
     start.add_argument(
         "--foreground", action="store_true", help="keep the node until Ctrl-C, then stop it"
+    )
+    start.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        dest="settings",
+        help="a broker setting for every node, e.g. credit_flow_default_credit={100,50}, "
+        "quorum_commands_soft_limit=256, collect_statistics_interval=5000 (repeatable)",
     )
     start.add_argument("--amqp-port", type=int, help="AMQP port (default: a free one)")
     start.add_argument("--management-port", type=int, help="management port (default: free)")
@@ -172,6 +186,29 @@ def _print_node(node: Any) -> None:
     print(f"management  {node.management_url}  (guest/guest)")
     print(f"prometheus  {node.prometheus_url}/metrics")
     print(f"data        {node.base_dir}")
+    _print_settings(node)
+
+
+def _print_settings(node: Any) -> None:
+    """The broker settings the node was started with or given since (none: nothing)."""
+    settings = getattr(node, "rabbit_settings", {})
+    if settings:
+        print(f"settings    {', '.join(f'{k}={v}' for k, v in settings.items())}")
+
+
+def _settings(args: argparse.Namespace) -> dict[str, str]:
+    """``--set KEY=VALUE`` as broker settings (SpecError, exit 2, for a bad one)."""
+    from flowdeck.collectors import SourceError
+    from flowdeck.collectors.broker_settings import parse_assignment
+
+    settings: dict[str, str] = {}
+    for text in args.settings:
+        try:
+            row, term = parse_assignment(text)
+        except SourceError as exc:
+            raise SpecError("set", f"--set {text}: {exc}") from None
+        settings[row.key] = term
+    return settings
 
 
 def _attached() -> Any | None:
@@ -206,7 +243,14 @@ def _start(args: argparse.Namespace) -> int:
     from flowdeck.collectors import LocalBroker, LocalCluster, SourceError, save_state
 
     if args.node is not None:
+        if args.settings:
+            raise SpecError(
+                "set",
+                "--set starts a new node or cluster with a setting; a node started again "
+                "keeps the settings it has (change them live with broker.KEY=VALUE)",
+            )
         return _start_one(args)
+    settings = _settings(args)
     if not 1 <= args.nodes <= 9:
         raise SpecError("nodes", f"--nodes must be 1..9, got {args.nodes}; 3 is the seed's set-up")
     ports = (args.amqp_port, args.management_port, args.prometheus_port)
@@ -238,7 +282,11 @@ def _start(args: argparse.Namespace) -> int:
     try:
         if args.nodes > 1:
             started = LocalCluster(
-                args.nodes, name="flowdeck", base_dir=base_dir, isolated=args.namespaces
+                args.nodes,
+                name="flowdeck",
+                base_dir=base_dir,
+                isolated=args.namespaces,
+                rabbit_settings=settings,
             )
             where = (
                 f", each in a network namespace on {started.network.gateway}/24"
@@ -257,6 +305,7 @@ def _start(args: argparse.Namespace) -> int:
                 amqp_port=args.amqp_port,
                 management_port=args.management_port,
                 prometheus_port=args.prometheus_port,
+                rabbit_settings=settings,
             )
             print("starting a private RabbitMQ node ...", flush=True)
         started.start()
@@ -350,6 +399,7 @@ def _print_cluster(cluster: LocalCluster, owner: str = "") -> None:
             f"partition handling {cluster.partition_handling or 'ignore'}"
         )
     print(f"data        {cluster.base_dir}")
+    _print_settings(first)
 
 
 def uri_value(found: LocalBroker | LocalCluster) -> str:

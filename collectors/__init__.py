@@ -9,6 +9,7 @@ import importlib
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from flowdeck.collectors.broker import Broker
+    from flowdeck.collectors.broker_settings import BROKER_SETTINGS, BrokerSetting
     from flowdeck.collectors.broker_uri import (
         MASK,
         URI_SEPARATOR,
@@ -36,7 +37,13 @@ if TYPE_CHECKING:
         SocketFigures,
     )
     from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
-    from flowdeck.collectors.node_faults import FAULT_ACTIONS, FaultAction, FaultDone, LocalNodes
+    from flowdeck.collectors.node_faults import (
+        FAULT_ACTIONS,
+        BrokerSettingDone,
+        FaultAction,
+        FaultDone,
+        LocalNodes,
+    )
     from flowdeck.collectors.prometheus import PrometheusCollector
     from flowdeck.collectors.prometheus_server import PrometheusServer, prometheus_target_for
     from flowdeck.collectors.provisioner import Provisioner, RegisteredNode, registered_nodes
@@ -56,6 +63,9 @@ if TYPE_CHECKING:
     from flowdeck.collectors.watch import BrokerSource, BrokerWatch
 
 _LAZY: dict[str, str] = {
+    "BROKER_SETTINGS": "broker_settings",
+    "BrokerSetting": "broker_settings",
+    "BrokerSettingDone": "node_faults",
     "Broker": "broker",
     "BrokerSample": "model",
     "BrokerSource": "watch",
@@ -116,6 +126,7 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
+    "BROKER_SETTINGS",
     "FAULT_ACTIONS",
     "MANIFEST_LIMIT",
     "MASK",
@@ -125,6 +136,8 @@ __all__ = [
     "URI_SEPARATOR",
     "Broker",
     "BrokerSample",
+    "BrokerSetting",
+    "BrokerSettingDone",
     "BrokerSource",
     "BrokerUri",
     "BrokerUriError",

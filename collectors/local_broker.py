@@ -48,6 +48,7 @@ from typing import Any, TypeVar
 import httpx
 import psutil
 
+from flowdeck.collectors.broker_settings import broker_setting
 from flowdeck.collectors.errors import SourceError
 from flowdeck.collectors.node_guard import OwnerGuard
 from flowdeck.collectors.node_network import NetworkError, NodeNetwork
@@ -145,6 +146,16 @@ def _port_answers(port: int, timeout: float = 0.5, host: str = "127.0.0.1") -> b
         return False
 
 
+def _checked_settings(settings: Mapping[str, str]) -> dict[str, str]:
+    """Broker settings by key, each value checked and in its canonical Erlang term (a
+    SourceError for an unknown key or a value it cannot take)."""
+    checked: dict[str, str] = {}
+    for key, value in settings.items():
+        row = broker_setting(key)
+        checked[row.key] = row.term(str(value))
+    return checked
+
+
 class LocalBroker:
     """One private RabbitMQ node; ``start()`` it or use it as a context manager.
 
@@ -152,6 +163,10 @@ class LocalBroker:
     logs, config and cookie; when not given a temporary directory is made and removed by
     ``stop()``. ``file_limit`` caps the node's file descriptors (and so its connections).
     A node still running when the interpreter exits is stopped by an ``atexit`` hook.
+    ``rabbit_settings`` are broker settings (collectors/broker_settings.py, key -> value,
+    e.g. ``{"credit_flow_default_credit": "{100,50}"}``) written to the node's
+    ``advanced.config`` at every start; ``collect_statistics_interval`` sets
+    ``stats_interval_ms`` too.
     """
 
     def __init__(
@@ -177,7 +192,12 @@ class LocalBroker:
         host: str = "127.0.0.1",
         netns: str | None = None,
         partition_handling: str | None = None,
+        rabbit_settings: Mapping[str, str] | None = None,
     ) -> None:
+        #: Broker settings written to advanced.config at every start (key -> Erlang term).
+        self.rabbit_settings = _checked_settings(rabbit_settings or {})
+        if "collect_statistics_interval" in self.rabbit_settings:
+            stats_interval_ms = int(self.rabbit_settings["collect_statistics_interval"])
         if stats_interval_ms < 100:
             raise SourceError(
                 f"stats_interval_ms must be at least 100, got {stats_interval_ms}; "
@@ -409,6 +429,7 @@ class LocalBroker:
             "host": self.host,
             "netns": self.netns,
             "partition_handling": self.partition_handling,
+            "rabbit_settings": dict(self.rabbit_settings),
         }
 
     @classmethod
@@ -444,6 +465,8 @@ class LocalBroker:
         broker.netns = netns if isinstance(netns, str) else None
         handling = state.get("partition_handling")
         broker.partition_handling = handling if isinstance(handling, str) else None
+        settings = state.get("rabbit_settings")
+        broker.rabbit_settings = _checked_settings(settings if isinstance(settings, dict) else {})
         return broker
 
     def __enter__(self) -> LocalBroker:
@@ -612,9 +635,10 @@ class LocalBroker:
         # A quorum queue's ready/unacked counts refresh on its Ra tick, 5 s by default
         # whatever collect_statistics_interval says (rabbitmq.conf has no key for it in
         # 3.10): tick as often as the statistics, so queue depth moves every second too.
-        (base / "advanced.config").write_text(
-            f"[{{rabbit, [{{quorum_tick_interval, {self.stats_interval_ms}}}]}}].\n"
-        )
+        rabbit = [f"{{quorum_tick_interval, {self.stats_interval_ms}}}"] + [
+            f"{{{key}, {term}}}" for key, term in self.rabbit_settings.items()
+        ]
+        (base / "advanced.config").write_text(f"[{{rabbit, [{', '.join(rabbit)}]}}].\n")
 
     def _config_text(self) -> str:
         lines = [
@@ -802,6 +826,7 @@ class LocalCluster:
         first_alone: bool = False,
         isolated: bool = False,
         partition_handling: str | None = None,
+        rabbit_settings: Mapping[str, str] | None = None,
     ) -> None:
         if not 1 <= size <= MAX_CLUSTER_NODES:
             raise SourceError(
@@ -835,7 +860,13 @@ class LocalCluster:
             if self.network is not None:
                 self.nodes.append(
                     self._isolated_node(
-                        number, self.network, name, cookie, stats_interval_ms, first
+                        number,
+                        self.network,
+                        name,
+                        cookie,
+                        stats_interval_ms,
+                        first,
+                        rabbit_settings or {},
                     )
                 )
                 continue
@@ -852,6 +883,7 @@ class LocalCluster:
                     stats_interval_ms=stats_interval_ms,
                     start_timeout=start_timeout,
                     partition_handling=partition_handling,
+                    rabbit_settings=rabbit_settings,
                 ),
             )
             if self._owns_base_dir:
@@ -871,6 +903,7 @@ class LocalCluster:
         cookie: str,
         stats_interval_ms: int,
         first: str,
+        rabbit_settings: Mapping[str, str],
     ) -> LocalBroker:
         """Node ``number`` in its own namespace, on its own address, with a long node name
         by that address. Its ports are ones free on this machine's loopback too, although
@@ -890,6 +923,7 @@ class LocalCluster:
             host=network.address(number),
             netns=network.namespace(number),
             partition_handling=self.partition_handling,
+            rabbit_settings=rabbit_settings,
         )
         if self._owns_base_dir:
             node._data_parent = self.base_dir

@@ -38,6 +38,7 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 import httpx
 
+from flowdeck.collectors.client_names import ClientRole, run_client
 from flowdeck.collectors.errors import SourceError, short_error
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 
@@ -68,6 +69,17 @@ _FAILOVER_PROBE_S = 2.0
 _GATEWAY_TROUBLE = frozenset({502, 503, 504})
 #: Queue names are sent to the API as one regex while the URL stays this short.
 _MAX_REGEX_URL = 6000
+#: What is read of each connection and channel of the vhost: their node and state (credit
+#: flow, alarms), and with a run tag to go by, what tells the run's own and their counts.
+_CONNECTION_COLUMNS = "node,state"
+_RUN_CONNECTION_COLUMNS = "name,node,state,user_provided_name"
+_CHANNEL_COLUMNS = "node,state,messages_unconfirmed,messages_unacknowledged"
+_RUN_CHANNEL_COLUMNS = (
+    "node,state,messages_unconfirmed,messages_unacknowledged,connection_details.name,name,"
+    "message_stats.publish,message_stats.deliver_get,message_stats.ack"
+)
+#: The run's pipeline rates span at least this many statistics intervals.
+_RUN_RATE_INTERVALS = 2.0
 
 
 class ManagementAnswerError(Exception):
@@ -214,6 +226,9 @@ class ManagementCollector:
     otherwise it is read from the node. ``client`` is for tests that need an odd server.
     ``amqp_nodes`` are the run's node URIs as (host, port): they say on which host each
     cluster node's management API answers when its listener binds every interface.
+    ``run_tag`` is the tag in the run's connection names (collectors/client_names.py): with
+    it, samples say which of the run's publishers are in flow and where the run's messages
+    are on the broker's side (BrokerSample's ``run_*`` figures).
     """
 
     source = "management"
@@ -231,8 +246,15 @@ class ManagementCollector:
         client: httpx.AsyncClient | None = None,
         statistics_interval: float | None = None,
         amqp_nodes: Sequence[tuple[str, int]] = (),
+        run_tag: str = "",
     ) -> None:
         self.base_url = _without_credentials(base_url)
+        self.run_tag = run_tag
+        #: The run's channels seen so far (channel name -> its counts at its last poll),
+        #: closed ones too, so the run's totals do not drop when a client reconnects.
+        self._run_channels: dict[str, _ChannelCounts] = {}
+        #: (poll time, accepted, delivered, acked) of recent polls, for the run's rates.
+        self._run_history: list[tuple[float, int, int, int]] = []
         self._amqp_nodes = tuple(amqp_nodes)
         #: Node name -> its management API's base URL, from the listeners (see module doc).
         self._endpoints: dict[str, str] = {}
@@ -440,11 +462,11 @@ class ManagementCollector:
             self._read_queues(),
             self._get_json(
                 f"/api/vhosts/{quote(self.vhost, safe='')}/channels",
-                {"columns": "messages_unconfirmed,messages_unacknowledged"},
+                {"columns": _RUN_CHANNEL_COLUMNS if self.run_tag else _CHANNEL_COLUMNS},
             ),
             self._get_json(
                 f"/api/vhosts/{quote(self.vhost, safe='')}/connections",
-                {"columns": "state"},
+                {"columns": _RUN_CONNECTION_COLUMNS if self.run_tag else _CONNECTION_COLUMNS},
             ),
             self._read_alarms(),
         )
@@ -781,7 +803,10 @@ class ManagementCollector:
         running = frozenset(n.name for n in node_samples if n.running) if node_samples else None
         queue_samples = tuple(self._queue_sample(q, now, running) for q in queues)
         stats = overview.get("message_stats") or {}
-        states = [c.get("state") for c in connections if isinstance(c, Mapping)]
+        listed_connections = [c for c in connections if isinstance(c, Mapping)]
+        listed_channels = [c for c in channels if isinstance(c, Mapping)]
+        flow = FlowStates.count(listed_connections, listed_channels)
+        node_samples = tuple(flow.on(node) for node in node_samples)
         # Queue and channel figures were computed at some point in the last interval; with
         # no clock to read, say they are half an interval old, the expected age.
         figures_at = now - self._interval / 2
@@ -797,21 +822,135 @@ class ManagementCollector:
             deliver_rate=_rate(stats, "deliver_get"),
             ack_rate=_rate(stats, "ack"),
             redeliver_rate=_rate(stats, "redeliver"),
-            unconfirmed=sum(
-                _number(c.get("messages_unconfirmed")) or 0
-                for c in channels
-                if isinstance(c, Mapping)
-            ),
-            unacked=sum(
-                _number(c.get("messages_unacknowledged")) or 0
-                for c in channels
-                if isinstance(c, Mapping)
-            ),
-            connections=len(states),
-            connections_blocked=states.count("blocked"),
-            connections_blocking=states.count("blocking"),
+            unconfirmed=sum(_number(c.get("messages_unconfirmed")) or 0 for c in listed_channels),
+            unacked=sum(_number(c.get("messages_unacknowledged")) or 0 for c in listed_channels),
+            connections=len(listed_connections),
+            connections_blocked=flow.total("connections", "blocked"),
+            connections_blocking=flow.total("connections", "blocking"),
+            connections_flow=flow.total("connections", "flow"),
+            channels=len(listed_channels),
+            channels_flow=flow.total("channels", "flow"),
             broker_version=str(overview.get("rabbitmq_version", "")),
             erlang_version=str(overview.get("erlang_version", "")),
+            **self._run_figures(listed_connections, listed_channels, now),
+        )
+
+    def _run_figures(
+        self,
+        connections: Sequence[Mapping[str, Any]],
+        channels: Sequence[Mapping[str, Any]],
+        now: float,
+    ) -> dict[str, Any]:
+        """The BrokerSample ``run_*`` figures: the run's publishers in flow and its
+        messages on the broker's side, from the connections and channels its tag names
+        (none without a tag)."""
+        if not self.run_tag:
+            return {}
+        clients: dict[str, tuple[ClientRole, int]] = {}
+        in_flow: list[int] = []
+        publishers = 0
+        for connection in connections:
+            client = run_client(str(connection.get("user_provided_name") or ""), self.run_tag)
+            if client is None:
+                continue
+            clients[str(connection.get("name", ""))] = client
+            role, client_id = client
+            if role == "publisher":
+                publishers += 1
+                if connection.get("state") == "flow":
+                    in_flow.append(client_id)
+        unconfirmed = unacked = 0
+        for channel in channels:
+            details = channel.get("connection_details")
+            owner = str(details.get("name", "")) if isinstance(details, Mapping) else ""
+            client = clients.get(owner)
+            if client is None:
+                continue
+            unconfirmed += _number(channel.get("messages_unconfirmed")) or 0
+            unacked += _number(channel.get("messages_unacknowledged")) or 0
+            stats = channel.get("message_stats")
+            stats = stats if isinstance(stats, Mapping) else {}
+            self._run_channels[str(channel.get("name", ""))] = _ChannelCounts(
+                _number(stats.get("publish")) or 0,
+                _number(stats.get("deliver_get")) or 0,
+                _number(stats.get("ack")) or 0,
+            )
+        accepted = sum(c.published for c in self._run_channels.values())
+        delivered = sum(c.delivered for c in self._run_channels.values())
+        acked = sum(c.acked for c in self._run_channels.values())
+        span = _RUN_RATE_INTERVALS * self._interval
+        history = self._run_history
+        older = [entry for entry in history if now - entry[0] >= span - 0.25]
+        before = older[-1] if older else None
+        history[:] = [*older[-1:], *(e for e in history if now - e[0] < span - 0.25)]
+        history.append((now, accepted, delivered, acked))
+
+        def rate(index: int, count: int) -> float | None:
+            if before is None or now <= before[0]:
+                return None
+            return max(0, count - before[index]) / (now - before[0])
+
+        return {
+            "run_publishers": publishers,
+            "run_publishers_flow": len(in_flow),
+            "publishers_in_flow": tuple(sorted(in_flow)),
+            "run_accepted": accepted,
+            "run_accept_rate": rate(1, accepted),
+            "run_unconfirmed": unconfirmed,
+            "run_delivered": delivered,
+            "run_deliver_rate": rate(2, delivered),
+            "run_acked": acked,
+            "run_ack_rate": rate(3, acked),
+            "run_unacked": unacked,
+        }
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _ChannelCounts:
+    """One of the run's channels' message counters at its last poll."""
+
+    published: int
+    delivered: int
+    acked: int
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FlowStates:
+    """Connections and channels by node and state, from the listings of one poll."""
+
+    #: (kind, node, state) -> how many; kind is "connections" or "channels".
+    counts: Mapping[tuple[str, str, str], int]
+
+    @classmethod
+    def count(
+        cls, connections: Sequence[Mapping[str, Any]], channels: Sequence[Mapping[str, Any]]
+    ) -> FlowStates:
+        counts: dict[tuple[str, str, str], int] = {}
+        for kind, listed in (("connections", connections), ("channels", channels)):
+            for item in listed:
+                key = (kind, str(item.get("node", "")), str(item.get("state", "")))
+                counts[key] = counts.get(key, 0) + 1
+        return cls(counts)
+
+    def total(self, kind: str, state: str) -> int:
+        return sum(n for (k, _, s), n in self.counts.items() if (k, s) == (kind, state))
+
+    def on(self, node: NodeSample) -> NodeSample:
+        """``node`` with its connections and channels by state (a node that is down: None)."""
+        if not node.running:
+            return node
+
+        def count(kind: str, state: str) -> int:
+            return self.counts.get((kind, node.name, state), 0)
+
+        return dataclasses.replace(
+            node,
+            connections_running=count("connections", "running"),
+            connections_flow=count("connections", "flow"),
+            connections_blocking=count("connections", "blocking"),
+            connections_blocked=count("connections", "blocked"),
+            channels_running=count("channels", "running"),
+            channels_flow=count("channels", "flow"),
         )
 
 

@@ -30,6 +30,13 @@ class NodeSample:
     Quorum queues' Raft figures come from Prometheus only: ``raft_term_total`` sums the
     terms of the node's quorum queue members (it grows by one per leader election of any
     of them) and ``raft_commit_latency`` is their mean time to commit a log entry, seconds.
+
+    Flow control on the node: its connections of the run's vhost by state (``running``;
+    ``flow``, held by credit flow now or in the last 5 s; ``blocking`` and ``blocked``, held
+    by a memory or disk alarm) and its channels (``running``, ``flow``: a channel has no
+    blocking state). From the management API only, as of the last statistics the
+    connections and channels emitted; ``None`` where the source does not say (Prometheus
+    has no state metric, see docs/collectors.md).
     """
 
     name: str
@@ -48,6 +55,12 @@ class NodeSample:
     partitions: tuple[str, ...] = ()
     raft_term_total: int | None = None
     raft_commit_latency: float | None = None
+    connections_running: int | None = None
+    connections_flow: int | None = None
+    connections_blocking: int | None = None
+    connections_blocked: int | None = None
+    channels_running: int | None = None
+    channels_flow: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,6 +109,22 @@ class BrokerSample:
     computed the figures, so ``age`` tells the operator how old they are. A stale sample
     (``stale_reason`` set) keeps the last figures the source gave, so a panel can show them
     greyed out with the reason instead of as live numbers. Rates are msg/s, broker-wide.
+
+    Flow control, summed over the nodes (each node's own in :class:`NodeSample`):
+    ``connections_flow``, ``connections_blocked``, ``connections_blocking`` and
+    ``channels_flow`` of ``channels``.
+
+    The run's own clients, told by their connection names (collectors/client_names.py),
+    from the management API: ``run_publishers`` of the run's publisher connections the
+    broker lists, ``run_publishers_flow`` of them in credit-flow state ``flow``, and
+    ``publishers_in_flow`` their publisher ids. And where the run's messages are on the
+    broker's side, from the run's channels: ``run_accepted`` messages the broker took in
+    from the run's publishers (``message_stats.publish``, summed over every publishing
+    channel the collector has seen, closed ones at their last count), ``run_unconfirmed``
+    of them not yet confirmed, ``run_delivered`` and ``run_acked`` to and by the run's
+    consumers (``deliver_get``, ``ack``), ``run_unacked`` delivered and not yet acked; the
+    ``*_rate`` figures are those counts' msg/s over the last two statistics intervals or
+    more. None where the source does not say, or the collector was not told the run's tag.
     """
 
     source: SourceName
@@ -114,6 +143,20 @@ class BrokerSample:
     connections: int | None = None
     connections_blocked: int | None = None
     connections_blocking: int | None = None
+    connections_flow: int | None = None
+    channels: int | None = None
+    channels_flow: int | None = None
+    run_publishers: int | None = None
+    run_publishers_flow: int | None = None
+    publishers_in_flow: tuple[int, ...] = ()
+    run_accepted: int | None = None
+    run_accept_rate: float | None = None
+    run_unconfirmed: int | None = None
+    run_delivered: int | None = None
+    run_deliver_rate: float | None = None
+    run_acked: int | None = None
+    run_ack_rate: float | None = None
+    run_unacked: int | None = None
     stale_reason: str = ""
     broker_version: str = ""
     erlang_version: str = ""

@@ -15,16 +15,23 @@ down until it is healed.
 
 Starting a node takes seconds: :meth:`LocalNodes.apply` blocks, so callers on an event
 loop run it on a thread. One fault runs at a time (``kill 2`` then ``start 2`` queue up).
+
+The same handle sets broker settings on the running nodes while a run goes
+(:meth:`LocalNodes.set_broker_setting`, collectors/broker_settings.py) and closes a run's
+client connections so they reconnect and take them (:meth:`LocalNodes.close_connections`);
+both block for the ``rabbitmqctl`` calls too (about a second each).
 """
 
 from __future__ import annotations
 
+import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from flowdeck.collectors.broker_settings import broker_setting
 from flowdeck.collectors.errors import SourceError
 
 if TYPE_CHECKING:  # the node's code loads when a fault is run, not for FAULT_ACTIONS
@@ -57,6 +64,27 @@ class FaultDone:
     changed: bool
     took: float
     message: str
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerSettingDone:
+    """One broker setting set on every running node: its value on each node before and as
+    read back after (``""``: not set, RabbitMQ's default in force), and how long it took."""
+
+    key: str
+    term: str
+    before: Mapping[str, str]
+    after: Mapping[str, str]
+    took: float
+
+    @property
+    def taken(self) -> bool:
+        """Every node reads the new value back."""
+        return bool(self.after) and all(value == self.term for value in self.after.values())
+
+
+#: What a run's tag may hold (it goes into an Erlang binary: hex digits only).
+_TAG = re.compile(r"[0-9a-f]{4,32}")
 
 
 class LocalNodes:
@@ -143,6 +171,75 @@ class LocalNodes:
             action, ref, node.nodename, changed, took, _said(action, node, changed, took)
         )
 
+    def broker_setting(self, key: str) -> dict[str, str]:
+        """``key``'s value on each running node, as the node has it (``""``: not set)."""
+        row = broker_setting(key)
+        return {
+            node.nodename: _env_value(
+                node.rabbitmqctl("eval", f"application:get_env(rabbit, {row.key}).")
+            )
+            for node in self.nodes
+            if node.running
+        }
+
+    def set_broker_setting(self, key: str, value: str) -> BrokerSettingDone:
+        """Set broker setting ``key`` to ``value`` on every running node (``set_env``),
+        read it back, and keep it for the nodes' next start (their ``advanced.config``).
+        SourceError for an unknown key, a value it cannot take, or no node running.
+        Who takes it at once is the setting's (``BrokerSetting.reaches``)."""
+        row = broker_setting(key)
+        term = row.term(value)
+        with self._lock:
+            running = [node for node in self.nodes if node.running]
+            if not running:
+                raise SourceError(f"no node of {self.name} is running: nothing to set")
+            began = time.monotonic()
+            # one call per node: the value before, the change, the value read back
+            setting = (
+                f'lists:flatten(io_lib:format("~w|~w", [application:get_env(rabbit, {row.key}), '
+                f"begin application:set_env(rabbit, {row.key}, {term}), "
+                f"application:get_env(rabbit, {row.key}) end]))."
+            )
+            before: dict[str, str] = {}
+            after: dict[str, str] = {}
+            for node in running:
+                said = node.rabbitmqctl("eval", setting).strip().strip('"')
+                was, _, now = said.partition("|")
+                before[node.nodename], after[node.nodename] = _env_value(was), _env_value(now)
+            for node in self.nodes:
+                node.rabbit_settings[row.key] = term
+                if row.key == "collect_statistics_interval":
+                    node.stats_interval_ms = int(term)
+            if self._on_change is not None:
+                self._on_change()
+            return BrokerSettingDone(row.key, term, before, after, time.monotonic() - began)
+
+    def close_connections(self, run_tag: str, reason: str) -> dict[str, int]:
+        """Close, on every running node, the client connections whose name carries
+        ``run_tag`` (collectors/client_names.py), telling them ``reason``; how many each
+        node closed. The clients reconnect by themselves."""
+        if not _TAG.fullmatch(run_tag):
+            raise SourceError(f"a run's tag is hex digits, got {run_tag!r}")
+        said = reason.replace("\\", "").replace('"', "'")
+        name_has_tag = (
+            'case lists:keyfind(<<"connection_name">>, 1, Props) of '
+            '{_, longstr, N} -> binary:match(N, <<" ' + run_tag + ' w">>) =/= nomatch; '
+            "_ -> false end"
+        )
+        closing = (
+            'length([rabbit_networking:close_connection(P, "' + said + '") || '
+            "P <- rabbit_networking:connections_local(), "
+            "case catch rabbit_reader:info(P, [client_properties]) of "
+            "[{client_properties, Props}] -> " + name_has_tag + "; _ -> false end])."
+        )
+        closed: dict[str, int] = {}
+        with self._lock:
+            for node in self.nodes:
+                if node.running:
+                    answer = node.rabbitmqctl("eval", closing).strip()
+                    closed[node.nodename] = int(answer) if answer.isdigit() else 0
+        return closed
+
     def _do(self, action: FaultAction, node: LocalBroker) -> bool:
         if action in NETWORK_FAULTS:
             held = self._held
@@ -176,6 +273,14 @@ class LocalNodes:
         if self.detached:
             node.detach()
         return True
+
+
+def _env_value(answer: str) -> str:
+    """What ``application:get_env`` printed, as a term without spaces (``""``: unset)."""
+    text = "".join(answer.split())
+    if text.startswith("{ok,") and text.endswith("}"):
+        return text[4:-1]
+    return ""
 
 
 def _said(action: FaultAction, node: LocalBroker, changed: bool, took: float) -> str:

@@ -18,6 +18,13 @@ import shlex
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
+from flowdeck.collectors.broker_settings import (
+    CHANGE_PREFIX,
+    RECONNECT,
+    BrokerSetting,
+    parse_assignment,
+)
+from flowdeck.collectors.errors import SourceError
 from flowdeck.collectors.node_faults import FAULT_ACTIONS, FaultAction
 from flowdeck.engine.errors import SpecError, did_you_mean
 from flowdeck.engine.settings import ALIASES, BY_SETTING, COMMAND_BY_SETTING, Setting
@@ -42,7 +49,9 @@ class Change:
 
     ``value`` is None for pause/resume/mark. ``relative`` means ``value`` is added to the
     current setting (``publishers=+10``, ``rate=-5``); the controller resolves it to an
-    absolute change before any worker sees it. ``label`` names a phase mark.
+    absolute change before any worker sees it. ``label`` names a phase mark; for a broker
+    change it is what follows ``broker.``: ``KEY=VALUE`` (the value in its canonical form,
+    collectors/broker_settings.py) or ``reconnect``.
     """
 
     setting: Setting
@@ -58,6 +67,16 @@ class Change:
                 check_setting_value(self.setting, self.value)
         elif self.value is not None or self.relative:
             raise SpecError(self.setting.value, f"{self.setting.value} takes no value")
+        if self.setting is Setting.BROKER and self.label != RECONNECT:
+            if not self.label:
+                raise SpecError(
+                    "broker",
+                    "a broker change is broker.KEY=VALUE, e.g. "
+                    "broker.credit_flow_default_credit={100,50}, or broker.reconnect",
+                )
+            row, term = broker_assignment(self.label)
+            if self.label != f"{row.key}={term}":
+                object.__setattr__(self, "label", f"{row.key}={term}")
 
     def resolved(self, current: float) -> Change:
         """The absolute change this one means when the setting is now ``current``."""
@@ -73,6 +92,8 @@ class Change:
         """The change as an operator would type it: ``inflight=200``, ``mark "warm"``."""
         if self.setting is Setting.MARK:
             return f"mark {shlex.quote(self.label)}" if self.label else "mark"
+        if self.setting is Setting.BROKER:
+            return f"{CHANGE_PREFIX}{self.label}"
         if self.value is None:
             return self.setting.value
         sign = "+" if self.relative and self.value >= 0 else ""
@@ -118,6 +139,14 @@ def parse_fault(text: str) -> NodeFault:
     return NodeFault(cast(FaultAction, words[1].lower()), words[2])
 
 
+def broker_assignment(text: str) -> tuple[BrokerSetting, str]:
+    """``KEY=VALUE`` of a broker change as (its row, the canonical Erlang term)."""
+    try:
+        return parse_assignment(text)
+    except SourceError as exc:
+        raise SpecError("broker", str(exc)) from None
+
+
 def format_number(value: float) -> str:
     """``200`` for whole numbers, ``2.5`` otherwise: how values read in messages."""
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
@@ -151,11 +180,15 @@ def parse_setting(word: str) -> Setting:
 
 def parse_change(text: str) -> Change:
     """Parse what an operator typed: ``inflight=200``, ``publishers=+10``, ``pause``,
-    ``mark "after warm-up"``.
+    ``mark "after warm-up"``, ``broker.credit_flow_default_credit={100,50}``,
+    ``broker.reconnect``.
     """
     text = text.strip()
     if not text:
         raise SpecError("change", "empty change; try inflight=200, prefetch=60 or pause")
+    if text.lower().startswith(CHANGE_PREFIX):
+        rest = text[len(CHANGE_PREFIX) :].strip()
+        return Change(Setting.BROKER, label=RECONNECT if rest.lower() == RECONNECT else rest)
     head, _, rest = text.partition(" ")
     if parse_setting(head.partition("=")[0]) is Setting.MARK and "=" not in head:
         label = " ".join(shlex.split(rest)) if rest.strip() else ""

@@ -41,6 +41,9 @@ class WorkerAssignment:
     #: Per queue (by index), the position in ``uris`` of the node leading it, when the
     #: spec places consumers by their queue's leader (``consumer_node``); empty otherwise.
     queue_leaders: tuple[int, ...] = ()
+    #: The run's tag, in every connection name (collectors/client_names.py), so the broker's
+    #: lists tell this run's clients from any other's.
+    run_tag: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,6 +39,7 @@ from typing import Any
 
 from flowdeck.collectors import Broker, LocalNodes
 from flowdeck.collectors.broker_uri import mask_text
+from flowdeck.collectors.client_names import new_run_tag
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine import topology
 from flowdeck.engine.accounting import (
@@ -49,8 +50,9 @@ from flowdeck.engine.accounting import (
     with_lost_workers,
 )
 from flowdeck.engine.aggregate import SnapshotAggregator, assemble_tick
+from flowdeck.engine.broker_changes import BrokerChanges
 from flowdeck.engine.capacity import CapacityCheck
-from flowdeck.engine.change import Change, NodeFault, apply_change
+from flowdeck.engine.change import Change, NodeFault, Setting, apply_change
 from flowdeck.engine.commands import (
     ApplyChange,
     ChangeApplied,
@@ -63,6 +65,7 @@ from flowdeck.engine.credentials import broker_of
 from flowdeck.engine.delivery import needs_a_look, where_messages_went
 from flowdeck.engine.errors import FlowdeckError, SpecError
 from flowdeck.engine.events import EventKind, RunEvent
+from flowdeck.engine.honoured import Unhonoured, unhonoured
 from flowdeck.engine.ledger import ChangeLedger, Pending, Schedule
 from flowdeck.engine.node_faults import NodeFaults
 from flowdeck.engine.phase_figures import PhaseTable
@@ -192,6 +195,8 @@ class Controller:
         self._queue_counts = queue_counts or QueueCounter()
         for collaborator in (self._recording, self._capacity, self._faults, self._queue_counts):
             collaborator.bind(self)
+        #: In every connection name of the run, so the broker's lists tell its clients.
+        self.run_tag = new_run_tag()
 
         self.settings: Settings = settings_of(spec)
         self._requested_spec = spec  # relative changes resolve against what was asked last
@@ -199,6 +204,10 @@ class Controller:
         self._pending = self._ledger.pending  # the same dict: changes on their way, by id
         self._schedule = Schedule(spec.schedule)
         self._faults.check_schedule(spec.schedule)
+        self._broker_changes = BrokerChanges(broker, self.run_tag)
+        self._broker_changes.check_schedule(spec.schedule)
+        #: Broker setting changes being applied on the nodes (waited for at the run's end).
+        self._broker_tasks: list[asyncio.Task[None]] = []
 
         #: The run's per-phase figures as they stand (``figures.run``), followed from the
         #: start: what the JSON summary, the thresholds and the autopilot judge by.
@@ -231,6 +240,7 @@ class Controller:
             on_sample=self._on_broker_sample,
             on_event=self._publish_event,
             on_range=self._on_prometheus_range,
+            run_tag=self.run_tag,
         )
 
     # -- public API ------------------------------------------------------------------------
@@ -346,6 +356,7 @@ class Controller:
         try:
             self._check_consumer_node()
             await self._capacity.before_start(self._sources)
+            ignored = await self._check_honoured()
             await self._sources.prepare_queues()
             declared = await topology.declare(self.spec, self._uri)
             self._queue_counts.begin(self.spec.queue_names)
@@ -384,6 +395,13 @@ class Controller:
         )
         if placement:
             self._event(EventKind.INFO, placement, at=self.started_at)
+        for line, version in ignored:
+            self._event(
+                EventKind.INFO,
+                line.describe(version),
+                at=self.started_at,
+                detail=line.detail(version),
+            )
         self._event(
             EventKind.PHASE,
             "phase 0: start",
@@ -401,6 +419,7 @@ class Controller:
             raise FlowdeckError("changes apply only while the run is running")
         if steerable(change.setting) is not None:
             change = change.resolved(self._requested_spec.setting(change.setting))
+        self._broker_changes.check(change)  # refused in one line on a broker not run here
         connections_before = topology.connections_needed(self._requested_spec)
         self._requested_spec = self._requested_spec.with_change(change)  # SpecError if bad
         added = topology.connections_needed(self._requested_spec) - connections_before
@@ -421,12 +440,30 @@ class Controller:
                 open_connections=self.last_tick.connections if self.last_tick is not None else 0,
                 sample=self._sources.management_sample,
             )
-        for worker in sorted(self._alive):
-            self._hosts[worker].send(ApplyChange(change_id, change))
-        self._check_applied(change_id)
+        if change.setting is Setting.BROKER:
+            # The nodes take it first; then the workers see a mark, which opens the phase.
+            self._broker_tasks.append(
+                asyncio.create_task(self._apply_broker_change(change_id, change))
+            )
+        else:
+            self._send_change(change_id, change)
         if source != "schedule":
             self._hold_schedule(change_id, change, source)
         return change_id
+
+    def _send_change(self, change_id: int, change: Change) -> None:
+        for worker in sorted(self._alive):
+            self._hosts[worker].send(ApplyChange(change_id, change))
+        self._check_applied(change_id)
+
+    async def _apply_broker_change(self, change_id: int, change: Change) -> None:
+        done = await self._broker_changes.apply(change)
+        kind = EventKind.INFO if done.taken else EventKind.ERROR
+        self._event(kind, done.message, change_id=change_id, detail=done.detail)
+        if not done.taken:
+            self._ledger.drop(change_id)
+        elif self._state == "running":
+            self._send_change(change_id, Change(Setting.MARK, label=change.describe()))
 
     @property
     def local_nodes(self) -> LocalNodes | None:
@@ -527,6 +564,15 @@ class Controller:
         led = ", ".join(f"{name} by {node}" for name, (node, _) in leaders.items())
         return f"consumers {where} their queue's leader ({led})"
 
+    async def _check_honoured(self) -> list[tuple[Unhonoured, str]]:
+        """What of the spec this broker's version ignores (said once the run starts); a
+        SpecError, before anything is declared, for what it rejects (engine/honoured.py)."""
+        version = await topology.broker_version(self._uri)
+        found = unhonoured(self.spec, version)
+        if rejected := [line.describe(version) for line in found if line.verdict == "rejects"]:
+            raise SpecError("queue_type", "; ".join(rejected))
+        return [(line, version) for line in found]
+
     def _check_consumer_node(self) -> None:
         """SpecError, before anything is declared, for consumers placed by their queue's
         leader on a single node: there is no other node to sit on."""
@@ -547,6 +593,7 @@ class Controller:
             start_at=self.started_at,
             uris=self.broker.uris,
             queue_leaders=self._queue_leaders,
+            run_tag=self.run_tag,
         )
 
     # -- messages from workers and collectors ------------------------------------------------
@@ -823,6 +870,8 @@ class Controller:
                 task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self._faults.settle()  # a fault's end is part of the run, recorded before the end
+        if self._broker_tasks:  # so is a broker setting being applied on the nodes
+            await asyncio.gather(*self._broker_tasks, return_exceptions=True)
         await self._sources.stop()
         await self._sources.keep_range(self.started_at, ended)
         if self._failures and outcome != OUTCOME_FAILED:

@@ -79,6 +79,10 @@ class ChangeLedger:
         del self.pending[change_id]
         return pending
 
+    def drop(self, change_id: int) -> None:
+        """Forget a change that did not take effect (a broker change the nodes refused)."""
+        self.pending.pop(change_id, None)
+
     def waiting_on(self, setting: Setting) -> bool:
         """Whether a change of ``setting`` is still on its way."""
         return any(p.change.setting is setting for p in self.pending.values())

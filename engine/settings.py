@@ -6,6 +6,10 @@ validation (``engine.spec.FIELDS``), Change parsing and range checks (``engine.c
 the worker's dispatch, the controller's settings tracking, the cockpit's keys, palette and
 settings bar, the CLI flags and the generated docs tables all derive from ``STEERABLE``
 and ``COMMANDS``, so adding a setting is adding a row (and the worker's apply method).
+
+A broker change (``broker.KEY=VALUE``, ``broker.reconnect``) is one command row whose
+settings are rows of their own in ``collectors.broker_settings``: the controller applies
+it on the nodes flowdeck runs (engine/broker_changes.py), not the workers.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ class Setting(StrEnum):
     PAUSE = "pause"
     RESUME = "resume"
     MARK = "mark"
+    BROKER = "broker"
 
 
 class Scope(StrEnum):
@@ -36,6 +41,8 @@ class Scope(StrEnum):
     CONSUMER = "consumer"
     TOPOLOGY = "topology"
     RUN = "run"
+    #: The broker's nodes (a broker setting): no client sees the change, the nodes do.
+    BROKER = "broker"
 
 
 class Step(StrEnum):
@@ -198,6 +205,11 @@ COMMANDS: tuple[SteeringCommand, ...] = (
         Setting.RESUME, "resume publishing", Scope.PUBLISHER, key="space", paused=False
     ),
     SteeringCommand(Setting.MARK, "mark a phase", Scope.RUN, key="m", takes_label=True),
+    SteeringCommand(
+        Setting.BROKER,
+        "set a broker setting on the nodes flowdeck runs, or reconnect the run's clients",
+        Scope.BROKER,
+    ),
 )
 
 #: Each numeric setting's row, by setting.

@@ -48,6 +48,8 @@ class BrokerSources:
     event (stale, recovered, alarm edges, pre-flight warnings, the kept series);
     ``on_range`` the Prometheus rows kept at the end. ``management`` is a collector to use
     instead of making one (tests that need an odd server); it is closed with the sources.
+    ``run_tag`` is the tag in the run's connection names: the management collector tells
+    the run's clients by it (BrokerSample's ``run_*`` figures).
     """
 
     def __init__(
@@ -59,8 +61,10 @@ class BrokerSources:
         on_event: Callable[[RunEvent], None],
         on_range: Callable[[Sequence[PrometheusRow]], None],
         management: ManagementCollector | None = None,
+        run_tag: str = "",
     ) -> None:
         self.spec = spec
+        self._run_tag = run_tag
         self.broker = broker
         self._uri = broker.uri
         self._vhost = broker.vhost
@@ -104,6 +108,7 @@ class BrokerSources:
                 verify=verify,
                 statistics_interval=self._statistics_interval,
                 amqp_nodes=[(node.host, node.effective_port) for node in self.broker.nodes],
+                run_tag=self._run_tag,
             )
         return self._management
 

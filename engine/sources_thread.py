@@ -50,6 +50,7 @@ class SourcesThread:
         on_event: Callable[[RunEvent], None],
         on_range: Callable[[Sequence[PrometheusRow]], None],
         management: ManagementCollector | None = None,
+        run_tag: str = "",
     ) -> None:
         self._owner: asyncio.AbstractEventLoop | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -61,6 +62,7 @@ class SourcesThread:
             on_event=self._back(on_event),
             on_range=self._back(on_range),
             management=management,
+            run_tag=run_tag,
         )
 
     # -- the sources' surface ------------------------------------------------------------------

@@ -370,6 +370,19 @@ def binding_keys(spec: RunSpec, queue_index: int) -> list[str]:
     return keys
 
 
+async def broker_version(uri: str) -> str:
+    """The broker's version as its AMQP server properties say it (``""`` when they do not),
+    or BrokerUnavailable saying what to check."""
+    connection = await connect(uri)
+    try:
+        underlay = connection.transport
+        properties = underlay.connection.server_properties if underlay is not None else {}
+        version = properties.get("version", "")
+    finally:
+        await connection.close()
+    return version.decode() if isinstance(version, bytes) else str(version)
+
+
 @dataclass(frozen=True, slots=True)
 class Declared:
     """What :func:`declare` made that was not on the broker before: what a run that fails

@@ -31,6 +31,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from flowdeck.collectors.client_names import client_connection_name
 from flowdeck.engine import latency as hdr
 from flowdeck.engine.amqp.connection import AmqpClosed, Connection, connect
 from flowdeck.engine.change import Setting
@@ -288,7 +289,13 @@ class _Worker:
         order = node_order(
             role, client_id, len(uris), self.assignment.queue_leaders, self.spec.consumer_node
         )
-        name = f"flowdeck {self.spec.name} w{self.index} {role} {client_id}"
+        name = client_connection_name(
+            self.spec.name,
+            self.assignment.run_tag,
+            self.index,
+            "publisher" if role == "publisher" else "consumer",
+            client_id,
+        )
         return await connect(
             uris[order[attempt % len(order)]],
             name,

@@ -24,7 +24,11 @@ table's ``errors`` column (null in 1.0 sessions) and the manifest's ``recording_
 1.2 the ``drain`` event, where publishing stopped and the consumers' drain began; 1.3 the
 ``ticks`` table (when the controller ticked and which snapshots each tick had) and the
 ``nodes`` table (each broker node's own figures). Sessions before 1.3 have neither: the
-tables read empty and readers fall back (ticks on whole seconds, one summed node).
+tables read empty and readers fall back (ticks on whole seconds, one summed node). 1.4
+added where queues live and nodes' partitions and Raft figures; 1.5 flow control (the
+broker's connections and channels by state, per node and summed, and the run's publishers
+in flow) and the run's messages on the broker's side (accepted, unconfirmed, delivered,
+unacked, acked), null before.
 This module imports only pyarrow, the standard library and the collectors' bounded file
 reader (``collectors.untrusted``: a manifest linked to /dev/zero is one unreadable session,
 not the end of a listing): the Spark report job may use it and nothing else of flowdeck.
@@ -43,7 +47,7 @@ import pyarrow.parquet as pq
 
 from flowdeck.collectors import MANIFEST_LIMIT, UnreadableFile, read_file_json
 
-SCHEMA_VERSION = "1.4"
+SCHEMA_VERSION = "1.5"
 SCHEMA_MAJOR = 1
 
 MANIFEST = "manifest.json"
@@ -149,6 +153,22 @@ BROKER_SCHEMA = pa.schema(
         pa.field("connections", pa.int64()),
         pa.field("connections_blocked", pa.int64()),
         pa.field("connections_blocking", pa.int64()),
+        # format 1.5 (null before): flow control summed over the nodes, and the run's own
+        # clients told by their connection names (management API only)
+        pa.field("connections_flow", pa.int64()),
+        pa.field("channels", pa.int64()),
+        pa.field("channels_flow", pa.int64()),
+        pa.field("run_publishers", pa.int64()),
+        pa.field("run_publishers_flow", pa.int64()),
+        pa.field("publishers_in_flow", pa.list_(pa.int64())),
+        pa.field("run_accepted", pa.int64()),
+        pa.field("run_accept_rate", pa.float64()),
+        pa.field("run_unconfirmed", pa.int64()),
+        pa.field("run_delivered", pa.int64()),
+        pa.field("run_deliver_rate", pa.float64()),
+        pa.field("run_acked", pa.int64()),
+        pa.field("run_ack_rate", pa.float64()),
+        pa.field("run_unacked", pa.int64()),
     ]
 )
 
@@ -222,6 +242,13 @@ NODE_SCHEMA = pa.schema(
         pa.field("partitions", pa.list_(pa.string())),
         pa.field("raft_term_total", pa.int64()),
         pa.field("raft_commit_latency", pa.float64()),
+        # format 1.5 (null before): the node's connections and channels by state
+        pa.field("connections_running", pa.int64()),
+        pa.field("connections_flow", pa.int64()),
+        pa.field("connections_blocking", pa.int64()),
+        pa.field("connections_blocked", pa.int64()),
+        pa.field("channels_running", pa.int64()),
+        pa.field("channels_flow", pa.int64()),
     ]
 )
 

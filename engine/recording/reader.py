@@ -533,6 +533,20 @@ class Session:
                     connections=row["connections"],
                     connections_blocked=row["connections_blocked"],
                     connections_blocking=row["connections_blocking"],
+                    connections_flow=row["connections_flow"],
+                    channels=row["channels"],
+                    channels_flow=row["channels_flow"],
+                    run_publishers=row["run_publishers"],
+                    run_publishers_flow=row["run_publishers_flow"],
+                    publishers_in_flow=tuple(row["publishers_in_flow"] or ()),
+                    run_accepted=row["run_accepted"],
+                    run_accept_rate=row["run_accept_rate"],
+                    run_unconfirmed=row["run_unconfirmed"],
+                    run_delivered=row["run_delivered"],
+                    run_deliver_rate=row["run_deliver_rate"],
+                    run_acked=row["run_acked"],
+                    run_ack_rate=row["run_ack_rate"],
+                    run_unacked=row["run_unacked"],
                     stale_reason=row["stale_reason"],
                 )
             )
@@ -566,6 +580,12 @@ class Session:
                     partitions=tuple(row["partitions"] or ()),
                     raft_term_total=row["raft_term_total"],
                     raft_commit_latency=row["raft_commit_latency"],
+                    connections_running=row["connections_running"],
+                    connections_flow=row["connections_flow"],
+                    connections_blocking=row["connections_blocking"],
+                    connections_blocked=row["connections_blocked"],
+                    channels_running=row["channels_running"],
+                    channels_flow=row["channels_flow"],
                 )
             )
         return nodes_at
@@ -832,7 +852,8 @@ def export_csv(session: Session, out_dir: Path) -> list[Path]:
         path = out_dir / name
         for index, column in enumerate(table.schema):
             if pa.types.is_list(column.type):  # a queue's members: "n1;n2;n3" in one cell
-                joined = pc.binary_join(table.column(index), ";")
+                listed = table.column(index).cast(pa.list_(pa.string()))  # publisher ids too
+                joined = pc.binary_join(listed, ";")
                 table = table.set_column(index, column.name, joined)
         pacsv.write_csv(table, path)
         written.append(path)

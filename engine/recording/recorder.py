@@ -339,6 +339,12 @@ class Recorder:
                     list(n.partitions),
                     n.raft_term_total,
                     n.raft_commit_latency,
+                    n.connections_running,
+                    n.connections_flow,
+                    n.connections_blocking,
+                    n.connections_blocked,
+                    n.channels_running,
+                    n.channels_flow,
                 )
                 for n in nodes
             )

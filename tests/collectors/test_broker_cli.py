@@ -36,9 +36,10 @@ def alarms(management_url: str) -> list[str]:
 
 def test_start_alarm_clear_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     state = tmp_path / "broker.json"
-    started = flowdeck(state, "start")
+    started = flowdeck(state, "start", "--set", "quorum_commands_soft_limit=64")
     try:
         assert started.returncode == 0, started.stderr
+        assert "settings    quorum_commands_soft_limit=64" in started.stdout, started.stdout
         management = re.search(r"management\s+(http://\S+)", started.stdout)
         assert management, started.stdout
         url = management.group(1)
@@ -54,6 +55,10 @@ def test_start_alarm_clear_stop(tmp_path: Path, monkeypatch: pytest.MonkeyPatch)
         other = started_node_for("amqp://guest:guest@127.0.0.1:5672/%2F")
         assert node is not None and node.management_url == url
         assert other is None
+        # the setting is the node's own (read back from it), and its state keeps it
+        said = node.rabbitmqctl("eval", "application:get_env(rabbit, quorum_commands_soft_limit).")
+        assert said.split() == ["{ok,64}"]
+        assert node.rabbit_settings == {"quorum_commands_soft_limit": "64"}
 
         raised = flowdeck(state, "alarm", "memory")
         assert raised.returncode == 0, raised.stderr

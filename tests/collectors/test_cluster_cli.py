@@ -1,5 +1,6 @@
-"""`flowdeck broker start --nodes 3`, then one node lost and brought back (`kill`,
-`start`, `restart`, `stop NODE`), and `stop` leaving nothing running.
+"""`flowdeck broker start --nodes 3` (with broker settings, `--set`), then one node lost
+and brought back (`kill`, `start`, `restart`, `stop NODE`), and `stop` leaving nothing
+running.
 
 One cluster for the module (a start costs tens of seconds on 2 cores); the tests run in
 file order on it and the last one stops it. The refusals need no cluster and come first.
@@ -21,7 +22,7 @@ import httpx
 import pytest
 
 from flowdeck.cli import main
-from flowdeck.collectors import Broker
+from flowdeck.collectors import Broker, LocalCluster, load_state
 from flowdeck.engine import matrix
 from flowdeck.engine.provision import STATE_ENV
 from tests.private_nodes import cluster_vms
@@ -91,7 +92,16 @@ def state(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 @pytest.fixture(scope="module")
 def started(state: Path) -> Said:
     began = time.monotonic()
-    done = flowdeck(state, "start", "--nodes", "3")
+    done = flowdeck(
+        state,
+        "start",
+        "--nodes",
+        "3",
+        "--set",
+        "credit_flow_default_credit=100,50",
+        "--set",
+        "rabbit.quorum_commands_soft_limit=64",
+    )
     print(f"\nbroker start --nodes 3 took {time.monotonic() - began:.1f} s")
     assert done.returncode == 0, done.stdout + done.stderr
     return done
@@ -103,7 +113,12 @@ def test_node_commands_without_a_cluster_are_refused(tmp_path: Path) -> None:
         done = flowdeck(state, *args)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         assert "no private cluster is running" in one_line_error(done), args
-    for args in (("--nodes", "0"), ("--nodes", "3", "--amqp-port", "41000")):
+    for args in (
+        ("--nodes", "0"),
+        ("--nodes", "3", "--amqp-port", "41000"),
+        ("--nodes", "3", "--set", "heartbeat=5"),
+        ("--set", "credit_flow_default_credit=7"),
+    ):
         done = flowdeck(state, "start", *args)
         assert done.returncode == 2, (args, done.stdout, done.stderr)
         one_line_error(done)
@@ -156,6 +171,25 @@ def test_the_printed_uri_names_every_node_and_runs_a_matrix_there(
     assert words[words.index("--sessions-dir") + 1] == str(sessions)
 
 
+SETTINGS = "credit_flow_default_credit={100,50}, quorum_commands_soft_limit=64"
+
+
+def settings_on(state: Path, number: int) -> tuple[str, str]:
+    """Node ``number``'s credit flow credit and quorum soft limit, as the node has them."""
+    cluster = LocalCluster.attach(load_state(state))
+    node = cluster.nodes[number - 1]
+    return tuple(  # type: ignore[return-value]
+        "".join(node.rabbitmqctl("eval", f"application:get_env(rabbit, {key}).").split())
+        for key in ("credit_flow_default_credit", "quorum_commands_soft_limit")
+    )
+
+
+def test_every_node_starts_with_the_broker_settings(started: Said, state: Path) -> None:
+    assert f"settings    {SETTINGS}" in started.stdout, started.stdout
+    for number in (1, 2, 3):
+        assert settings_on(state, number) == ("{ok,{100,50}}", "{ok,64}")
+
+
 def test_an_unknown_node_is_refused(started: Said, state: Path) -> None:
     for action in ("kill", "stop", "start", "restart"):
         done = flowdeck(state, action, "7")
@@ -192,6 +226,7 @@ def test_restart_and_stop_one_node(started: Said, state: Path) -> None:
     restarted = flowdeck(state, "restart", name.split("@")[0])
     assert restarted.returncode == 0, restarted.stderr
     assert [s for s, _ in node_lines(restarted.stdout).values()] == ["up", "up", "up"]
+    assert settings_on(state, 3) == ("{ok,{100,50}}", "{ok,64}")  # kept over a restart
     stopped = flowdeck(state, "stop", "3")
     assert stopped.returncode == 0, stopped.stderr
     assert [s for s, _ in node_lines(stopped.stdout).values()] == ["up", "up", "DOWN"]

@@ -18,6 +18,7 @@ from flowdeck.collectors import (
     ManagementCollector,
     SourceError,
 )
+from flowdeck.collectors.client_names import client_connection_name, new_run_tag
 from flowdeck.collectors.local_broker import free_port
 from tests.collectors.conftest import wait_for
 
@@ -264,3 +265,82 @@ async def _nodes_flag_seen(node: LocalBroker, alarm: str, wanted: bool) -> float
                 break
             await asyncio.sleep(0.2)
     return time.monotonic() - began
+
+
+async def test_run_clients_and_their_messages_are_told_by_their_names(
+    node: LocalBroker, queue_name: str
+) -> None:
+    """A tagged run's publisher and consumer (named as the engine names them), beside an
+    untagged client: the sample counts the run's publisher, what the broker took from it and
+    delivered to and was acked by its consumer, and every connection and channel by state
+    on its node. The untagged client's message is accepted but not counted as the run's;
+    delivered to the run's consumer, it counts as delivered to the run."""
+    tag = new_run_tag()
+    publisher_name = client_connection_name("figures", tag, 0, "publisher", 7)
+    consumer_name = client_connection_name("figures", tag, 0, "consumer", 7)
+    sent = 300
+    stranger = await aio_pika.connect(node.uri, client_properties={"connection_name": "other"})
+    publisher = await aio_pika.connect(
+        node.uri, client_properties={"connection_name": publisher_name}
+    )
+    consumer = await aio_pika.connect(
+        node.uri, client_properties={"connection_name": consumer_name}
+    )
+    received = 0
+    try:
+        consuming = await consumer.channel()
+        await consuming.set_qos(prefetch_count=50)
+        queue = await consuming.declare_queue(queue_name, durable=False)
+        done = asyncio.Event()
+
+        async def take(message: aio_pika.abc.AbstractIncomingMessage) -> None:
+            nonlocal received
+            await message.ack()
+            received += 1
+            if received == sent + 1:  # the stranger's message comes to the run's consumer too
+                done.set()
+
+        await queue.consume(take)
+        channel = await publisher.channel()
+        await (await stranger.channel()).default_exchange.publish(
+            aio_pika.Message(b"not the run's"), routing_key=queue_name
+        )
+        for _ in range(sent):
+            await channel.default_exchange.publish(aio_pika.Message(b"m"), routing_key=queue_name)
+        await asyncio.wait_for(done.wait(), 30)
+        async with ManagementCollector(
+            node.management_url,
+            username="guest",
+            password="guest",
+            statistics_interval=node.stats_interval_ms / 1000,
+            run_tag=tag,
+        ) as collector:
+
+            async def counted() -> BrokerSample | None:
+                sample = await collector.sample()
+                settled = sample.run_accepted == sent and sample.run_acked == sent + 1
+                return sample if settled else None
+
+            sample, _ = await wait_for(counted, limit=20)
+        assert sample is not None, "the run's counts never reached what was sent"
+        assert sample.run_publishers == 1
+        assert sample.run_publishers_flow == 0 and sample.publishers_in_flow == ()
+        # what the run's consumer took counts, whoever sent it; only the run's publishing
+        assert sample.run_delivered == sent + 1
+        assert sample.run_unacked == 0 and sample.run_unconfirmed == 0
+        assert sample.connections == 3 and sample.connections_flow == 0
+        (only,) = sample.nodes
+        states = (
+            only.connections_running,
+            only.connections_flow,
+            only.connections_blocking,
+            only.connections_blocked,
+        )
+        assert states == (3, 0, 0, 0)
+        assert sample.channels is not None and sample.channels >= 3
+        assert (only.channels_running, only.channels_flow) == (sample.channels, 0)
+    finally:
+        for connection in (publisher, consumer, stranger):
+            await connection.close()
+        async with await aio_pika.connect(node.uri) as cleaner:
+            await (await cleaner.channel()).queue_delete(queue_name)

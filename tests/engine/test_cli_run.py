@@ -112,6 +112,12 @@ def test_a_scaled_sweep_preset_runs_end_to_end_with_json(
     ticks = [line for line in progress if line.startswith("[") and "target" in line]
     assert len(ticks) >= 7
     assert sum("in effect in every worker" in line for line in progress) == 6
+    # the preset keeps the seed's 3.8 queue argument; this broker says it ignores it, once,
+    # printed and recorded with the run's start
+    said = [line for line in progress if "ignores x-max-in-memory-length = 0 (since 3.10)" in line]
+    assert len(said) == 1 and "kept in the spec for the record" in said[0], progress
+    recorded = (Path(summary["session_dir"]) / "events.jsonl").read_text()
+    assert recorded.count("ignores x-max-in-memory-length = 0") == 1
 
 
 @pytest.mark.parametrize(

@@ -109,7 +109,7 @@ async def test_memory_and_disk_alarms_block_publishers_and_are_recorded(
         assert delays[alarm] < 2.5, log
     # Only the publishers' connections are blocked, once per alarm period each.
     assert {e.detail["connection"] for e in blocked} == {
-        f"flowdeck alarms w0 publisher {i}" for i in range(spec.publishers)
+        f"flowdeck alarms {controller.run_tag} w0 publisher {i}" for i in range(spec.publishers)
     }
     assert len(blocked) == 2 * spec.publishers and len(unblocked) == 2 * spec.publishers
     memory_blocked = (blocked[0].at, unblocked[0].at)

@@ -130,7 +130,10 @@ async def test_exchange_deleted_closes_publisher_channels(
 
 async def test_connection_closed_by_the_broker(shared_uri: str, unique_name: str) -> None:
     spec = spec_for(unique_name, name=f"forced-{unique_name[-6:]}")
-    wanted = f"flowdeck {spec.name} w0 publisher 0"
+
+    # the name's run tag is drawn by the controller: the run's name and the client's tell it
+    def wanted(name: str) -> bool:
+        return name.startswith(f"flowdeck {spec.name} ") and name.endswith(" w0 publisher 0")
 
     async def close_from_management() -> None:
         await asyncio.sleep(2)
@@ -140,13 +143,13 @@ async def test_connection_closed_by_the_broker(shared_uri: str, unique_name: str
                 names = [
                     c["name"]
                     for c in listed
-                    if c.get("client_properties", {}).get("connection_name") == wanted
+                    if wanted(str(c.get("client_properties", {}).get("connection_name")))
                 ]
                 if names:
                     break
                 await asyncio.sleep(0.25)
             else:
-                raise AssertionError(f"connection {wanted!r} never listed")
+                raise AssertionError(f"connection of {spec.name} w0 publisher 0 never listed")
             closed = await api.delete(
                 f"/api/connections/{quote(names[0], safe='')}",
                 headers={"X-Reason": "closed by the fault test"},

@@ -94,6 +94,12 @@ def broker_sample(at: float, queues: int = 3) -> BrokerSample:
                 partitions=("rabbit@c",),
                 raft_term_total=4,
                 raft_commit_latency=0.002,
+                connections_running=3,
+                connections_flow=2,
+                connections_blocking=0,
+                connections_blocked=0,
+                channels_running=4,
+                channels_flow=1,
             ),
             NodeSample(
                 "rabbit@b",
@@ -127,6 +133,20 @@ def broker_sample(at: float, queues: int = 3) -> BrokerSample:
         connections=8,
         connections_blocked=0,
         connections_blocking=1,
+        connections_flow=2,
+        channels=8,
+        channels_flow=1,
+        run_publishers=4,
+        run_publishers_flow=2,
+        publishers_in_flow=(1, 3),
+        run_accepted=9_000,
+        run_accept_rate=880.5,
+        run_unconfirmed=40,
+        run_delivered=8_700,
+        run_deliver_rate=870.0,
+        run_acked=8_650,
+        run_ack_rate=865.0,
+        run_unacked=50,
     )
 
 

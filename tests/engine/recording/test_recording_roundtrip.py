@@ -223,3 +223,22 @@ def test_masks_every_uri_password_in_text() -> None:
     assert mask_text(text) == (
         "lost amqps://u:***@h:5671/v and http://admin:***@mgmt:15672/api, kept amqp://h/"
     )
+
+
+def test_the_row_builders_fill_every_column_of_their_tables() -> None:
+    """The recorder writes the rows ``engine.recording.rows`` builds, and the live figures
+    keep the same rows: a column of the format without a builder would be null for ever."""
+    from flowdeck.collectors.model import BrokerSample
+    from flowdeck.engine.recording import format as fmt
+    from flowdeck.engine.recording.rows import broker_row, client_row
+    from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
+
+    sample = BrokerSample(
+        source="management", taken_at=2.0, figures_at=2.0, statistics_interval=1.0
+    )
+    snap = ClientSnapshot(0, 2.0, 1.0, Counters(), 0, 0, 0, 0, Settings(1, 1, 1, 1.0, 1, 1), 0.0)
+    for row, schema in (
+        (broker_row(sample, 1.0), fmt.BROKER_SCHEMA),
+        (client_row(snap, Counters(), 1.0), fmt.CLIENT_SCHEMA),
+    ):
+        assert set(row) == {"t_us" if name == "ts" else name for name in schema.names}

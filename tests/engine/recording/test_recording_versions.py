@@ -60,10 +60,37 @@ def record_ticked_run(root: Path) -> tuple[Path, float]:
     return recorder.session_dir, start
 
 
-def test_format_1_4_reads_tick_times_nodes_and_queue_placement(tmp_path: Path) -> None:
+#: What format 1.5 added to a broker sample: flow control and the run's broker-side figures.
+FLOW_FIGURES = (
+    "connections_flow",
+    "channels",
+    "channels_flow",
+    "run_publishers",
+    "run_publishers_flow",
+    "publishers_in_flow",
+    "run_accepted",
+    "run_accept_rate",
+    "run_unconfirmed",
+    "run_delivered",
+    "run_deliver_rate",
+    "run_acked",
+    "run_ack_rate",
+    "run_unacked",
+)
+NODE_FLOW_FIGURES = (
+    "connections_running",
+    "connections_flow",
+    "connections_blocking",
+    "connections_blocked",
+    "channels_running",
+    "channels_flow",
+)
+
+
+def test_format_1_5_reads_tick_times_nodes_queue_placement_and_flow(tmp_path: Path) -> None:
     path, start = record_ticked_run(tmp_path)
     session = open_session(path)
-    assert session.manifest.schema_version == fmt.SCHEMA_VERSION == "1.4"
+    assert session.manifest.schema_version == fmt.SCHEMA_VERSION == "1.5"
     ticks = session.ticks()
     assert [t.at for t in ticks] == [start + 1.001, start + 2.001, start + 3.001, start + 3.7]
     # Each tick has the snapshots the controller had and that were taken by its time, as
@@ -77,6 +104,29 @@ def test_format_1_4_reads_tick_times_nodes_and_queue_placement(tmp_path: Path) -
     assert samples[0].queues == broker_sample(start + 1.5).queues
     assert samples[0].queues[0].leader == "rabbit@a"
     assert samples[0].nodes[0].partitions == ("rabbit@c",)
+    # flow control per node and summed, and the run's own figures, as polled (1.5)
+    recorded = broker_sample(start + 1.5)
+    assert samples[0].nodes[0].connections_flow == 2
+    assert [getattr(samples[0], name) for name in FLOW_FIGURES] == [
+        getattr(recorded, name) for name in FLOW_FIGURES
+    ]
+
+
+def test_session_before_1_5_reads_with_no_flow_figures(tmp_path: Path) -> None:
+    path, _ = record_ticked_run(tmp_path)
+    added = {fmt.BROKER_DIR: FLOW_FIGURES, fmt.NODES_DIR: NODE_FLOW_FIGURES}
+    for table, columns in added.items():
+        for part in fmt.part_files(path / table):
+            written = pq.read_table(part)
+            pq.write_table(written.drop_columns(list(columns)), part)
+    manifest = json.loads((path / fmt.MANIFEST).read_text())
+    manifest["schema_version"] = "1.4"
+    (path / fmt.MANIFEST).write_text(json.dumps(manifest))
+    sample = open_session(path).broker_samples()[0]
+    assert [getattr(sample, name) for name in FLOW_FIGURES] == [None] * 5 + [()] + [None] * 8
+    assert sample.connections_blocking == 1  # what 1.4 recorded reads as it was
+    for node in sample.nodes:
+        assert [getattr(node, name) for name in NODE_FLOW_FIGURES] == [None] * 6
 
 
 def test_session_before_1_3_reads_with_whole_second_ticks_and_one_summed_node(
