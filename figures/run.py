@@ -441,7 +441,15 @@ def phase_load(c: Row, b: Row, fan_out: int = 1) -> PhaseLoad:
         flow_s=float(b.get("flow_s") or 0.0),
         before_queues=b.get("before_queues_mean"),
         accept_rate=b.get("accept_rate_mean"),
+        published=_count(c, "published"),
+        confirmed=_count(c, "confirmed"),
+        consumed=_count(c, "consumed"),
     )
+
+
+def _count(c: Row, name: str) -> int | None:
+    value = c.get(name)
+    return None if value is None else int(value)
 
 
 def load_share(phase: PhaseFigures, setting: str) -> float | None:

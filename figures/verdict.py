@@ -128,6 +128,14 @@ class PhaseLoad:
     #: broker's accept rate: their wait is about the one over the other. None: not known.
     before_queues: float | None = None
     accept_rate: float | None = None
+    #: The phase's messages (its client rows'): published, confirmed and consumed in it.
+    #: Balance is judged on these over the phase's seconds, one span for both sides; the
+    #: ``*_rate`` means divide by each side's own active time, which for consumers that
+    #: started at the phase's end is a fraction of a second (a rate of thousands from a
+    #: handful of messages). None: not known, the means are compared.
+    published: int | None = None
+    confirmed: int | None = None
+    consumed: int | None = None
 
     def waiting(self) -> str:
         """Where messages waited before the queues, in words ("" when none did)."""
@@ -145,14 +153,23 @@ class PhaseLoad:
 
     @property
     def taken(self) -> tuple[float, str]:
-        """What the broker took in (msg/s) and the word for it."""
+        """What the broker took in (msg/s) and the word for it, over the phase's seconds:
+        the same span as :attr:`consumed_per_copy`, so the two compare."""
         if self.confirm_rate:
-            return self.confirm_rate, "confirmed"
-        return self.publish_rate, "published"
+            count, rate, what = self.confirmed, self.confirm_rate, "confirmed"
+        else:
+            count, rate, what = self.published, self.publish_rate, "published"
+        return (self._per_second(count) if count is not None else rate), what
 
     @property
     def consumed_per_copy(self) -> float:
+        """Consumed (msg/s over the phase's seconds) per copy of a fanned-out message."""
+        if self.consumed is not None:
+            return self._per_second(self.consumed) / max(1, self.fan_out)
         return self.consume_rate / max(1, self.fan_out)
+
+    def _per_second(self, count: int) -> float:
+        return count / self.seconds if self.seconds > 0 else 0.0
 
 
 def _depth_words(load: PhaseLoad) -> str:

@@ -24,6 +24,7 @@ from flowdeck.engine.controller import Controller
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec, schedule_step
 from tests.engine.updates import collect_updates
 from tests.private_nodes import PrivateNodes
@@ -167,7 +168,7 @@ async def test_a_live_change_takes_effect_on_the_node_and_opens_its_phase(
     )
     spec = _spec(unique_name, queue_type="quorum", confirms=True, inflight=20, duration=40)
     controller = Controller(
-        spec, broker=broker, drain_seconds=2, cleanup=True, sessions_root=tmp_path
+        spec, broker=broker, drain_seconds=2, cleanup=True, recording=RunRecording(tmp_path)
     )
     events, _ = collect_updates(controller)
 
@@ -213,7 +214,7 @@ async def test_a_live_change_takes_effect_on_the_node_and_opens_its_phase(
     # recorded as phases, which read back (replay) like any change's
     assert summary.session_dir is not None
     session = open_session(Path(summary.session_dir))
-    assert session.phases == 4  # start, the soft limit, the reconnect, the credit
+    assert session.phases == 5  # start, the soft limit, the reconnect, the credit, the drain
     phases = [e.message for e in session.events if e.kind is EventKind.PHASE]
     assert phases[1:] == [
         "phase 1: broker.quorum_commands_soft_limit=7",

@@ -136,7 +136,8 @@ CASES: list[tuple[str, Callable[[Path], str], list[str], dict[str, str], int, st
         {"FLOWDECK_BROKER_STATE": "{}"},
         2,
         "flowdeck: broker state file /dev/zero is not a regular file (a character device); "
-        "$FLOWDECK_BROKER_STATE names the file `flowdeck broker start` wrote",
+        "$FLOWDECK_BROKER_STATE names the file `flowdeck broker start` wrote: delete it and "
+        "start again",
     ),
     (
         "PerfTest line from a FIFO",

@@ -20,6 +20,7 @@ import pytest
 from flowdeck.collectors import Broker, BrokerSample, LocalBroker, LocalNodes
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec
 from tests.private_nodes import PrivateNodes
 
@@ -35,7 +36,7 @@ async def recorded_run(node: LocalBroker, spec: RunSpec, sessions: Path) -> list
         private=True,
         local=LocalNodes(node),
     )
-    controller = Controller(spec, broker=broker, sessions_root=sessions, drain_seconds=2)
+    controller = Controller(spec, broker=broker, recording=RunRecording(sessions), drain_seconds=2)
     await controller.start()
     summary = await controller.wait()
     assert summary.outcome == "completed", summary.errors
