@@ -61,7 +61,7 @@ def open_demo(args: argparse.Namespace) -> int:
         management_url=args.management_url or "",
         prometheus_url=args.prometheus_url or "",
     )
-    from flowdeck.tui.screens.demo import DemoApp
+    from flowdeck.tui.app import DemoApp
 
     app = DemoApp(tour, sessions_root=args.sessions_dir, theme=args.theme)
     try:

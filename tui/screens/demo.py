@@ -2,18 +2,17 @@
 
 The tour's steps are data (``tui.tour``); this module puts them on screen. The intro screen
 tells the audience what will run while the broker comes up (a private node takes 5-10 s;
-its progress shows), and the demo screen is the live dashboard (``LiveScreen``: the same
-run plumbing, steering and summary) with the panels an audience cannot read at a distance
-replaced by five big figures, the step's caption and what to look at. The presenter moves
-on with space (or → / PageDown, what a presentation clicker sends) and back with p.
+its progress shows), and the demo screen is a run's dashboard (a ``RunScreen``, as the live
+screen is: the same run plumbing, steering and summary) with the panels an audience cannot
+read at a distance replaced by five big figures, the step's caption and what to look at.
+The presenter moves on with space (or → / PageDown, what a presentation clicker sends) and
+back with p.
 """
 
 from __future__ import annotations
 
-import inspect
 import time
 from dataclasses import replace
-from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.table import Table
@@ -29,13 +28,12 @@ from textual.widgets import Digits, Label, ProgressBar, Static
 
 from flowdeck.collectors import redact
 from flowdeck.engine import FlowdeckError
-from flowdeck.tui.app import FlowdeckApp
 from flowdeck.tui.keys import KeyRow, bindings
 from flowdeck.tui.messages import ChangeRequested
 from flowdeck.tui.model import RunHistory
-from flowdeck.tui.screens.launch import what_it_runs
-from flowdeck.tui.screens.live import LiveScreen
+from flowdeck.tui.run_screen import RunScreen
 from flowdeck.tui.source import RunControl
+from flowdeck.tui.spec_text import what_it_runs
 from flowdeck.tui.tour import CONSUME, DEPTH, P99, PENDING, PUBLISH, Tour, changes_to
 from flowdeck.tui.widgets.dashboard import Dashboard
 from flowdeck.tui.widgets.figure_strip import Figure, figures
@@ -209,7 +207,7 @@ class BigFigures(Horizontal):
             widget.show(by_name[name], watched=name in watch, wide=wide)
 
 
-class DemoScreen(LiveScreen, inherit_bindings=False):
+class DemoScreen(RunScreen, inherit_bindings=False):
     """The live run, told as the tour's steps: big figures, caption, throughput (and on a
     tall screen latency) chart, the settings in force. Each step's changes go to the run
     as the operator's, so the event log, the phases and the recorded session show them."""
@@ -440,20 +438,3 @@ class TourIntroScreen(Screen[None]):
     def action_leave(self) -> None:
         self.left = True
         self.app.pop_screen()
-
-
-class DemoApp(FlowdeckApp):
-    """The cockpit opened on the tour: the launch screen underneath (with the tour's run in
-    its form), the intro on top."""
-
-    # Textual reads CSS_PATH relative to the module defining the class: the app's own sheet.
-    CSS_PATH = str(Path(inspect.getfile(FlowdeckApp)).with_name(str(FlowdeckApp.CSS_PATH)))
-
-    def __init__(self, tour: Tour, *, sessions_root: Any = None, theme: str | None = None):
-        super().__init__(spec=tour.spec, sessions_root=sessions_root, theme=theme)
-        self.tour = tour
-
-    def on_mount(self) -> None:
-        # FlowdeckApp's own on_mount runs after this one (Textual calls each class's
-        # handler) and opens the launch screen: the intro goes on top once it has.
-        self.call_later(self.push_screen, TourIntroScreen(self.tour))

@@ -12,9 +12,9 @@ from textual.timer import Timer
 
 from flowdeck.engine import SendBasis
 from flowdeck.tui.keys import HELP_BINDING
+from flowdeck.tui.layout import fit_layout, narrow_css, show_tab, toggle_side
 from flowdeck.tui.model import RunHistory
 from flowdeck.tui.replay import Replay, apply_frame
-from flowdeck.tui.screens.live import fit_layout, narrow_css, show_tab, toggle_side
 from flowdeck.tui.widgets.dashboard import Dashboard
 from flowdeck.tui.widgets.event_log import EventLog
 from flowdeck.tui.widgets.footer import FittingFooter

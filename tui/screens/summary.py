@@ -18,6 +18,7 @@ from textual.widgets import Static
 from flowdeck.engine import RunSummary
 from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.model import human_count
+from flowdeck.tui.navigation import Route, open_screen
 from flowdeck.tui.widgets.footer import FittingFooter
 from flowdeck.tui.widgets.host_table import host_table
 from flowdeck.tui.widgets.run_header import clock
@@ -131,15 +132,11 @@ class SummaryScreen(Screen[None]):
         self.app.pop_screen()
 
     def action_sessions(self) -> None:
-        from flowdeck.tui.screens.sessions import SessionsScreen
-
-        self.app.push_screen(SessionsScreen())
+        open_screen(self, Route.SESSIONS)
 
     def action_report(self) -> None:
         """The report on the session this run recorded, as ``g`` on the live screen does
         once a run has ended: the sessions list, with the job started on it."""
-        from flowdeck.tui.screens.sessions import SessionsScreen
-
         session = self.summary.session_dir
         if not session:
             self.notify(
@@ -148,4 +145,4 @@ class SummaryScreen(Screen[None]):
             )
             return
         session = Path(session)
-        self.app.push_screen(SessionsScreen(session.parent, report_on=[session]))
+        open_screen(self, Route.SESSIONS, session.parent, report_on=[session])
