@@ -80,6 +80,12 @@ KEY_TABLE: tuple[KeyRow, ...] = (
     KeyRow("e", "show_tab('events')", "show the event log", "View"),
     KeyRow("q", "show_tab('queues')", "show the queue table", "View"),
     KeyRow("t", "show_tab('verdicts')", "show the per-setting table (verdicts)", "View"),
+    KeyRow(
+        "T",
+        "per_setting",
+        "per-setting table full screen: each verdict's reason, chart, reasoning",
+        "View",
+    ),
     KeyRow("h", "show_tab('hosts')", "show the per-host table (workers, msg/s, CPU)", "View"),
     KeyRow("question_mark", "help", "this help (F1 too)", "View", 1, "help"),
     KeyRow("ctrl+p", "command_palette", "command palette (every action by name)", "View"),

@@ -37,6 +37,7 @@ class Route(StrEnum):
     NODE_FAULT = "node-fault"
     TOUR_INTRO = "tour-intro"
     DEMO = "demo"
+    PER_SETTING = "per-setting"
 
 
 @runtime_checkable

@@ -65,3 +65,7 @@ def screen_class(route: Route) -> type[Screen[Any]]:
             from flowdeck.tui.screens.demo import DemoScreen
 
             return DemoScreen
+        case Route.PER_SETTING:
+            from flowdeck.tui.screens.per_setting import PerSettingScreen
+
+            return PerSettingScreen

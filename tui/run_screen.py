@@ -127,7 +127,11 @@ class RunScreen(Screen[None]):
         self.history.run_ended(message.summary.ended, message.summary.to_json())
         hosts = self.history.hosts
         rows = hosts.run_rows() if hosts.shown else []
-        switch_to(self, Route.SUMMARY, message.summary, hosts=rows)
+        # The summary takes this screen's place; a view opened over it (the per-setting
+        # table full screen, help) goes first: the summary shows the same figures, final.
+        while self.app.screen is not self and self in self.app.screen_stack:
+            self.app.pop_screen()
+        switch_to(self, Route.SUMMARY, message.summary, hosts=rows, history=self.history)
 
     @on(RunFailed)
     def run_failed(self, message: RunFailed) -> None:

@@ -122,6 +122,9 @@ class LiveScreen(RunScreen):
             return
         self.notify("autopilot: searching the in-flight limit (o stops it)")
 
+    def action_per_setting(self) -> None:
+        open_screen(self, Route.PER_SETTING, self.history, self.control.spec.name)
+
     def action_show_tab(self, tab: str) -> None:
         show_tab(self, self.history, tab)
 
