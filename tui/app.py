@@ -25,6 +25,7 @@ from flowdeck.tui.navigation import Route
 from flowdeck.tui.palette import COLORBLIND_THEME, THEMES
 from flowdeck.tui.source import RunControl
 from flowdeck.tui.tour import Tour
+from flowdeck.tui.tour_share import TourShare
 
 #: Longest a typed-ahead key waits for the screen it was typed at to take the focus; past
 #: it the key goes where it would have gone anyway (a screen with nothing to focus).
@@ -86,6 +87,8 @@ class FlowdeckApp(App[None]):
         #: Worker processes booted while the launch screen is open, so a launch does not
         #: wait for them (a second or more of launch -> first data); ended on quit.
         self.worker_pool = WorkerPool(niceness=WORKER_NICENESS).install()
+        #: Whether the launch screen is the app's first (a tour's watcher has none).
+        self.opens_launch = True
         #: Changes typed at the change prompt this session, oldest first (its up/down keys).
         self.change_history: list[str] = []
         # Keys typed while a screen opens wait here, in order, until it has the focus.
@@ -105,6 +108,8 @@ class FlowdeckApp(App[None]):
         for theme in THEMES:
             self.register_theme(theme)
         self.theme = self.requested_theme or COLORBLIND_THEME.name
+        if not self.opens_launch:
+            return
         launch_screen = self.screen_class(Route.LAUNCH)(self.spec)
         self.push_screen(launch_screen)
         self.call_after_refresh(freeze_long_lived)  # the screens' widgets
@@ -283,13 +288,27 @@ class FlowdeckApp(App[None]):
 
 class DemoApp(FlowdeckApp):
     """The cockpit opened on the tour (``tui.tour``): the launch screen underneath (with the
-    tour's run in its form), the intro on top."""
+    tour's run in its form), the intro on top. With a ``share`` (``flowdeck serve --demo``)
+    a process that is not its presenter watches the presenter's tour instead: no launch
+    screen under it, nothing to start or steer."""
 
-    def __init__(self, tour: Tour, *, sessions_root: Path | None = None, theme: str | None = None):
+    def __init__(
+        self,
+        tour: Tour,
+        *,
+        sessions_root: Path | None = None,
+        theme: str | None = None,
+        share: TourShare | None = None,
+    ):
         super().__init__(spec=tour.spec, sessions_root=sessions_root, theme=theme)
         self.tour = tour
+        #: The tour shared between browser tabs, presented or watched by this process.
+        self.tour_share = share
+        self.watching = share is not None and not share.presenting
+        self.opens_launch = not self.watching
 
     def on_mount(self) -> None:
         # FlowdeckApp's own on_mount runs after this one (Textual calls each class's
         # handler) and opens the launch screen: the intro goes on top once it has.
-        self.call_later(self.push_screen, self.screen_class(Route.TOUR_INTRO)(self.tour))
+        intro = self.screen_class(Route.TOUR_INTRO)(self.tour, watching=self.watching)
+        self.call_later(self.push_screen, intro)

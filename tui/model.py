@@ -766,8 +766,9 @@ def setting_verdicts(history: RunHistory, max_p99_ms: float | None = None) -> Se
     the run's own figures (``figures.run``) when the screen gets the workers' snapshots;
     otherwise the phases' tick figures, judged and swept by the same rules."""
     figures = history.report_figures()
-    base = history.last_tick.settings if history.last_tick is not None else Settings()
-    if figures is not None and figures.phases:
+    tick = history.last_tick  # any run with figures has had a tick
+    if figures is not None and figures.phases and tick is not None:
+        base = tick.settings
         by_phase: dict[int, list[Mapping[str, Any]]] = {}
         for second in figures.seconds:
             by_phase.setdefault(int(second["phase"]), []).append(second)

@@ -124,14 +124,18 @@ class RunScreen(Screen[None]):
         if self.finished:
             return
         self.finished = True
-        self.history.run_ended(message.summary.ended, message.summary.to_json())
+        self.show_summary(message.summary)
+
+    def show_summary(self, summary: RunSummary) -> None:
+        """The run has ended: its summary takes this screen's place."""
+        self.history.run_ended(summary.ended, summary.to_json())
         hosts = self.history.hosts
         rows = hosts.run_rows() if hosts.shown else []
         # The summary takes this screen's place; a view opened over it (the per-setting
         # table full screen, help) goes first: the summary shows the same figures, final.
         while self.app.screen is not self and self in self.app.screen_stack:
             self.app.pop_screen()
-        switch_to(self, Route.SUMMARY, message.summary, hosts=rows, history=self.history)
+        switch_to(self, Route.SUMMARY, summary, hosts=rows, history=self.history)
 
     @on(RunFailed)
     def run_failed(self, message: RunFailed) -> None:

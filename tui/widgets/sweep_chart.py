@@ -107,6 +107,11 @@ def bar(share: float, cells: int, *, shaded: bool = False) -> str:
     return (_FULL * whole + (_EIGHTHS[part] if part else "")).ljust(cells)
 
 
+def _fitting(cells: int, *headers: str) -> str:
+    """The longest of ``headers`` (longest first) that fits ``cells``."""
+    return next((h for h in headers if len(h) <= cells), headers[-1])
+
+
 def clipped_bar(share: float, cells: int, *, shaded: bool = False) -> str:
     """:func:`bar`, ending in :data:`CLIPPED` when ``share`` runs past the axis."""
     if share <= 1.0:
@@ -168,9 +173,9 @@ def sweep_chart(verdicts: SettingVerdicts, swept: SweptSetting, width: int) -> G
     table = Table(box=None, padding=(0, 1), pad_edge=False, show_edge=False, expand=False)
     table.add_column(setting, justify="right", no_wrap=True)
     table.add_column("", no_wrap=True, width=1)
-    table.add_column("msg/s" if bars < 14 else "msg/s consumed", no_wrap=True, width=bars)
+    table.add_column(_fitting(bars, "msg/s consumed", "msg/s"), no_wrap=True, width=bars)
     table.add_column("", justify="right", no_wrap=True)
-    table.add_column("p99 (log)" if bars < 13 else "e2e p99 (log)", no_wrap=True, width=bars)
+    table.add_column(_fitting(bars, "e2e p99 (log)", "p99 (log)", "p99"), no_wrap=True, width=bars)
     table.add_column("", justify="right", no_wrap=True)
     if note:
         table.add_column("", no_wrap=True, overflow="ellipsis", width=note)
