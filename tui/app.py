@@ -4,39 +4,28 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
 import time
 from collections import deque
 from multiprocessing import resource_tracker
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from textual import events
 from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
+from textual.screen import Screen
 from textual.timer import Timer
 
 from flowdeck.engine import RunSpec
+from flowdeck.tui import routes
 from flowdeck.tui.commands import SteeringCommands
+from flowdeck.tui.keys import rows_for
+from flowdeck.tui.long_lived import freeze_long_lived
+from flowdeck.tui.navigation import Route
 from flowdeck.tui.palette import COLORBLIND_THEME, THEMES
 from flowdeck.tui.source import RunControl
-
-
-def freeze_long_lived(*, collect: bool = False) -> None:
-    """Take every object alive now out of the cyclic garbage collector's walks.
-
-    A full collection walks every tracked object: with Textual, numpy, pyarrow and a run's
-    structures that held the event loop 70-200 ms, several times a minute (measured with
-    ``benchmarks/tui_lag.py``). What exists once the app and a run have started lives as
-    long as they do; frozen, it is no longer walked, and a full collection costs only what
-    came later. Freezing is one list splice. ``collect`` first frees what earlier apps in
-    this process left (tests run many): a full collection, so only before the app runs.
-    """
-    if collect:
-        gc.unfreeze()
-        gc.collect()
-    gc.freeze()
-
+from flowdeck.tui.tour import Tour
+from flowdeck.tui.tour_share import TourShare
 
 #: Longest a typed-ahead key waits for the screen it was typed at to take the focus; past
 #: it the key goes where it would have gone anyway (a screen with nothing to focus).
@@ -98,6 +87,8 @@ class FlowdeckApp(App[None]):
         #: Worker processes booted while the launch screen is open, so a launch does not
         #: wait for them (a second or more of launch -> first data); ended on quit.
         self.worker_pool = WorkerPool(niceness=WORKER_NICENESS).install()
+        #: Whether the launch screen is the app's first (a tour's watcher has none).
+        self.opens_launch = True
         #: Changes typed at the change prompt this session, oldest first (its up/down keys).
         self.change_history: list[str] = []
         # Keys typed while a screen opens wait here, in order, until it has the focus.
@@ -108,23 +99,24 @@ class FlowdeckApp(App[None]):
         self._in_flight_since = 0.0
         self._release_timer: Timer | None = None
 
+    def screen_class(self, route: Route) -> type[Screen[Any]]:
+        """The screen class a route names (``tui.navigation``: screens open one another by
+        name, and this app is the one place that knows them all)."""
+        return routes.screen_class(route)
+
     def on_mount(self) -> None:
         for theme in THEMES:
             self.register_theme(theme)
         self.theme = self.requested_theme or COLORBLIND_THEME.name
-        from flowdeck.tui.screens.launch import LaunchScreen
-
-        launch_screen = LaunchScreen(self.spec)
+        if not self.opens_launch:
+            return
+        launch_screen = self.screen_class(Route.LAUNCH)(self.spec)
         self.push_screen(launch_screen)
         self.call_after_refresh(freeze_long_lived)  # the screens' widgets
         if self.control is not None:
-            from flowdeck.tui.screens.live import LiveScreen
-
-            self.push_screen(LiveScreen(self.control))
+            self.push_screen(self.screen_class(Route.LIVE)(self.control))
         elif self.open_sessions:
-            from flowdeck.tui.screens.sessions import SessionsScreen
-
-            self.push_screen(SessionsScreen())
+            self.push_screen(self.screen_class(Route.SESSIONS)())
         elif self.launch:
             self.call_after_refresh(launch_screen.action_launch)
 
@@ -220,12 +212,11 @@ class FlowdeckApp(App[None]):
 
     def action_help(self) -> None:
         """``?`` (or F1) on any screen: the keys of the screen on top."""
-        from flowdeck.tui.screens.help import HelpScreen, rows_for
-
-        if isinstance(self.screen, HelpScreen):
+        help_screen = self.screen_class(Route.HELP)
+        if isinstance(self.screen, help_screen):
             self.screen.dismiss(None)
             return
-        self.push_screen(HelpScreen(rows_for(self.screen)))
+        self.push_screen(help_screen(rows_for(self.screen)))
 
     async def action_quit(self) -> None:
         """Quit within a second or two, saying what it waits for. The private node is
@@ -253,12 +244,12 @@ class FlowdeckApp(App[None]):
         as stopped and its queues are cleaned as a stop does (a quit used to leave the
         session "incomplete", as a crash does). A run attached from elsewhere goes on."""
         from flowdeck.engine import Controller
-        from flowdeck.tui.screens.live import LiveScreen
+        from flowdeck.tui.run_screen import RunScreen
 
         runs = [
             screen.control
             for screen in self.screen_stack
-            if isinstance(screen, LiveScreen)
+            if isinstance(screen, RunScreen)
             and not screen.finished
             and isinstance(screen.control, Controller)
             and screen.control.running
@@ -282,10 +273,10 @@ class FlowdeckApp(App[None]):
             await asyncio.wait_for(stopping, QUIT_RUN_WAIT - QUIT_QUIET_WAIT)
 
     def _node_booting(self) -> bool:
-        from flowdeck.tui.screens.launch import LaunchScreen
-
+        launch = self.screen_class(Route.LAUNCH)
         return any(
-            isinstance(screen, LaunchScreen) and screen.booting_node for screen in self.screen_stack
+            isinstance(screen, launch) and getattr(screen, "booting_node", False)
+            for screen in self.screen_stack
         )
 
     async def on_unmount(self) -> None:
@@ -293,3 +284,31 @@ class FlowdeckApp(App[None]):
         # seconds, off the event loop.
         self.worker_pool.close()
         await asyncio.to_thread(self.provisioner.close)
+
+
+class DemoApp(FlowdeckApp):
+    """The cockpit opened on the tour (``tui.tour``): the launch screen underneath (with the
+    tour's run in its form), the intro on top. With a ``share`` (``flowdeck serve --demo``)
+    a process that is not its presenter watches the presenter's tour instead: no launch
+    screen under it, nothing to start or steer."""
+
+    def __init__(
+        self,
+        tour: Tour,
+        *,
+        sessions_root: Path | None = None,
+        theme: str | None = None,
+        share: TourShare | None = None,
+    ):
+        super().__init__(spec=tour.spec, sessions_root=sessions_root, theme=theme)
+        self.tour = tour
+        #: The tour shared between browser tabs, presented or watched by this process.
+        self.tour_share = share
+        self.watching = share is not None and not share.presenting
+        self.opens_launch = not self.watching
+
+    def on_mount(self) -> None:
+        # FlowdeckApp's own on_mount runs after this one (Textual calls each class's
+        # handler) and opens the launch screen: the intro goes on top once it has.
+        intro = self.screen_class(Route.TOUR_INTRO)(self.tour, watching=self.watching)
+        self.call_later(self.push_screen, intro)

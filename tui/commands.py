@@ -17,10 +17,10 @@ class SteeringCommands(Provider):
     """
 
     def _commands(self) -> list[tuple[str, Callable[[], object], str]]:
-        from flowdeck.tui.screens.live import LiveScreen
+        from flowdeck.tui.run_screen import RunScreen  # the dashboard's imports, when asked
 
         screen = self.screen
-        if not isinstance(screen, LiveScreen):
+        if not isinstance(screen, RunScreen):
             return []
         settings = screen.control.settings
         commands: list[tuple[str, Callable[[], object], str]] = []

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from textual.binding import Binding, BindingType
+from textual.screen import Screen
 
 from flowdeck.engine import (
     BY_SETTING,
@@ -79,6 +80,12 @@ KEY_TABLE: tuple[KeyRow, ...] = (
     KeyRow("e", "show_tab('events')", "show the event log", "View"),
     KeyRow("q", "show_tab('queues')", "show the queue table", "View"),
     KeyRow("t", "show_tab('verdicts')", "show the per-setting table (verdicts)", "View"),
+    KeyRow(
+        "T",
+        "per_setting",
+        "per-setting table full screen: each verdict's reason, chart, reasoning",
+        "View",
+    ),
     KeyRow("h", "show_tab('hosts')", "show the per-host table (workers, msg/s, CPU)", "View"),
     KeyRow("question_mark", "help", "this help (F1 too)", "View", 1, "help"),
     KeyRow("ctrl+p", "command_palette", "command palette (every action by name)", "View"),
@@ -183,3 +190,22 @@ def step_change(requested: Settings, setting: Setting, direction: int) -> Change
     low = 1
     whole = value * 2 if direction > 0 else max(low, value // 2)
     return Change(setting, float(int(whole)))
+
+
+#: Keys every screen has (the app's own bindings are listed under this group).
+EVERYWHERE = "everywhere"
+
+
+def rows_for(screen: Screen[object]) -> tuple[KeyRow, ...]:
+    """The keys of ``screen``: its ``HELP_ROWS`` when it has a key table (the dashboard),
+    else its own bindings; then the keys that work on every screen."""
+    own: tuple[KeyRow, ...] = getattr(screen, "HELP_ROWS", None) or rows_from_bindings(
+        list(screen.BINDINGS), "this screen"
+    )
+    shown = {row.key for row in own}
+    app_rows = rows_from_bindings(list(screen.app.BINDINGS), EVERYWHERE)
+    palette = KeyRow(
+        "ctrl+p", "command_palette", "command palette (every action by name)", EVERYWHERE
+    )
+    extra = tuple(row for row in (*app_rows, palette) if row.key not in shown)
+    return own + extra

@@ -37,6 +37,7 @@ from flowdeck.figures import (
     PhaseLoad,
     Recommendation,
     RunFigures,
+    SweepPoint,
     Trend,
     Verdict,
     judge,
@@ -733,13 +734,27 @@ def tick_row(track: PhaseTrack) -> SettingRow | None:
 
 
 @dataclass(frozen=True, slots=True)
+class SweptSetting:
+    """A setting the run so far ran at two or more values: its sweep's points, each with the
+    position in the table's rows of the phase it stands for, and the recommendation."""
+
+    setting: Setting
+    points: tuple[tuple[int, SweepPoint], ...]
+    recommendation: Recommendation
+
+
+@dataclass(frozen=True, slots=True)
 class SettingVerdicts:
     """The per-setting table: its rows, the best one and the report's recommendation."""
 
     rows: tuple[SettingRow, ...]
     #: Index in ``rows`` of the row to highlight (None: nothing to compare yet).
     best: int | None
-    recommendations: tuple[tuple[Setting, Recommendation], ...]
+    sweeps: tuple[SweptSetting, ...] = ()
+
+    @property
+    def recommendations(self) -> tuple[tuple[Setting, Recommendation], ...]:
+        return tuple((s.setting, s.recommendation) for s in self.sweeps)
 
     @property
     def lines(self) -> tuple[str, ...]:
@@ -752,23 +767,34 @@ def setting_verdicts(history: RunHistory, max_p99_ms: float | None = None) -> Se
     the run's own figures (``figures.run``) when the screen gets the workers' snapshots;
     otherwise the phases' tick figures, judged and swept by the same rules."""
     figures = history.report_figures()
-    base = history.last_tick.settings if history.last_tick is not None else Settings()
-    if figures is not None and figures.phases:
+    tick = history.last_tick  # any run with figures has had a tick
+    if figures is not None and figures.phases and tick is not None:
+        base = tick.settings
         by_phase: dict[int, list[Mapping[str, Any]]] = {}
         for second in figures.seconds:
             by_phase.setdefault(int(second["phase"]), []).append(second)
         rows = tuple(
             report_row(phase, by_phase.get(phase.index, []), base) for phase in figures.phases
         )
-        recommendations = tuple((Setting(s.setting), s.recommendation) for s in figures.sweeps)
+        position = {row.index: n for n, row in enumerate(rows)}
+        sweeps = tuple(
+            SweptSetting(
+                Setting(sweep.setting),
+                tuple(
+                    (position[phase.index], point)
+                    for phase, point in zip(sweep.rows, sweep.points, strict=True)
+                    if phase.index in position
+                ),
+                sweep.recommendation,
+            )
+            for sweep in figures.sweeps
+        )
         chosen = next((s.best for s in figures.sweeps if s.best is not None), None)
-        best = None
-        if chosen is not None:
-            best = next((i for i, r in enumerate(rows) if r.index == chosen.index), None)
-        return SettingVerdicts(rows, best, recommendations)
+        best = None if chosen is None else position.get(chosen.index)
+        return SettingVerdicts(rows, best, sweeps)
     ticked = tuple(r for r in (tick_row(t) for t in history.tracks) if r is not None)
     active = [r for r in ticked if not r.drain and not r.paused_only]
-    recommendations_list: list[tuple[Setting, Recommendation]] = []
+    swept: list[SweptSetting] = []
     best_point = None
     for setting in SWEEP_SETTINGS:
         field_name = setting.value
@@ -782,11 +808,17 @@ def setting_verdicts(history: RunHistory, max_p99_ms: float | None = None) -> Se
             for r in active
         ]  # fmt: skip
         recommendation = recommend(field_name, points)
-        recommendations_list.append((setting, recommendation))
+        swept.append(
+            SweptSetting(
+                setting,
+                tuple((ticked.index(r), p) for r, p in zip(active, points, strict=True)),
+                recommendation,
+            )
+        )
         if best_point is None and recommendation.point is not None:
             best_point = active[points.index(recommendation.point)]
     best_index = None if best_point is None else ticked.index(best_point)
-    return SettingVerdicts(ticked, best_index, tuple(recommendations_list))
+    return SettingVerdicts(ticked, best_index, tuple(swept))
 
 
 def axis_top(values: Sequence[float], *, headroom: float = 1.2, quantile: float = 0.95) -> float:

@@ -7,11 +7,13 @@ the same surface so Pilot tests are deterministic. Nothing here starts load itse
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
+from flowdeck.collectors import LocalNodes
 from flowdeck.engine import (
     Change,
     Listener,
+    NodeFault,
     PendingChange,
     RunSpec,
     RunSummary,
@@ -23,7 +25,7 @@ from flowdeck.engine import (
 #: The updates a screen takes (one home: engine.sinks, shared with every other sink).
 RunUpdate = Update
 
-__all__ = ["Listener", "RunControl", "RunUpdate"]
+__all__ = ["FaultControl", "Listener", "RunControl", "RunUpdate"]
 
 
 class RunControl(Protocol):
@@ -66,3 +68,14 @@ class RunControl(Protocol):
     async def wait(self) -> RunSummary: ...
 
     async def stop(self, reason: str = "stopped by operator") -> RunSummary: ...
+
+
+@runtime_checkable
+class FaultControl(Protocol):
+    """A run whose broker's nodes the cockpit may break: the local Controller (a run
+    watched from another process through the control API is not one)."""
+
+    @property
+    def local_nodes(self) -> LocalNodes | None: ...
+
+    def fault(self, fault: NodeFault, source: str = "operator") -> int: ...

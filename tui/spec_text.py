@@ -10,7 +10,7 @@ import json
 import tomllib
 from typing import Any
 
-from flowdeck.engine import FIELDS, SpecError, format_number
+from flowdeck.engine import FIELDS, RunSpec, SpecError, format_number
 
 
 def toml_inline(value: Any) -> str:
@@ -66,3 +66,25 @@ def field_value(name: str, text: str) -> Any:
             raise SpecError(name, f"{name} must be a whole number, got {text!r}")
         return int(number)
     return number
+
+
+def what_it_runs(spec: RunSpec) -> str:
+    """A spec in one line: queues, clients, rate, windows, duration and its schedule's first
+    steps (the launch form's and the tour intro's "runs:")."""
+    rate = f"{spec.rate:g} msg/s" if spec.rate else "as fast as possible"
+    lazy = " lazy" if spec.lazy else ""
+    parts = [
+        f"{spec.queues} {spec.queue_type}{lazy} queue{'s' if spec.queues != 1 else ''}",
+        f"{spec.publishers} publisher{'s' if spec.publishers != 1 else ''} x {rate}",
+        f"{spec.consumers} consumer{'s' if spec.consumers != 1 else ''}",
+        f"{spec.message_size} B messages",
+        f"in-flight {spec.inflight or 'no limit'}",
+        f"prefetch {spec.prefetch or 'unlimited'}",
+        f"ack every {spec.ack_every}",
+        f"{spec.duration:g} s",
+    ]
+    if spec.schedule:
+        steps = ", ".join(f"{s.at:g}s {s.change.describe()}" for s in spec.schedule[:6])
+        more = "…" if len(spec.schedule) > 6 else ""
+        parts.append(f"schedule: {steps}{more}")
+    return "; ".join(parts)

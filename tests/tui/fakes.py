@@ -16,7 +16,7 @@ from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
 from flowdeck.engine.settings import BY_SETTING
 from flowdeck.engine.sinks import Sink, deliver
-from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
+from flowdeck.engine.snapshot import ActiveTimes, ClientSnapshot, Counters, Settings
 from flowdeck.engine.spec import RunSpec, settings_of
 from flowdeck.tui.source import RunUpdate
 
@@ -356,6 +356,9 @@ def make_summary(reason: str, session_dir: str) -> RunSummary:
         },
         phases=3,
         session_dir=session_dir,
+        # the clients were active from the start to the end (a summary without these times
+        # would make every phase's msg/s over no active time: 0)
+        active=ActiveTimes(T0, T0 + 90, T0 + 90, T0, T0 + 95),
     )
 
 

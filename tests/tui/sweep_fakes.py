@@ -42,6 +42,8 @@ class SweepPhase:
     p99: float
     pending: int
     paused: bool = False
+    #: The rate limit per publisher (None: SETTINGS'; 0: no limit, as a capacity probe).
+    rate: float | None = None
 
 
 def knee_sweep() -> tuple[SweepPhase, ...]:
@@ -120,7 +122,9 @@ def sweep_updates(
     elapsed = 0.0
     totals = Counters()
     for index, phase in enumerate(phases):
-        settings = replace(SETTINGS, inflight=phase.inflight, paused=phase.paused)
+        rate = SETTINGS.rate if phase.rate is None else phase.rate
+        settings = replace(SETTINGS, inflight=phase.inflight, paused=phase.paused, rate=rate)
+        target = 0.0 if phase.paused else rate * SETTINGS.publishers
         if index:
             yield RunEvent(
                 T0 + elapsed,
@@ -159,7 +163,7 @@ def sweep_updates(
                 connections=8,
                 blocked=blocked,
                 settings=settings,
-                target_rate=0.0 if phase.paused else TARGET,
+                target_rate=target,
                 latency={
                     (LatencyKind.END_TO_END, SendBasis.ACTUAL): _histogram(phase.p50, phase.p99)
                 },
@@ -168,7 +172,7 @@ def sweep_updates(
                 at=T0 + elapsed,
                 elapsed=elapsed,
                 duration=600.0,
-                target_rate=0.0 if phase.paused else TARGET,
+                target_rate=target,
                 publish_rate=publish,
                 confirm_rate=publish,
                 consume_rate=consume,

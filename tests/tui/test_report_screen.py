@@ -19,14 +19,9 @@ from textual.widgets import DataTable, Static
 
 from flowdeck.spark_reports.tables import format_cell
 from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.report_files import HTML, latest_report, parse_cell, read_report
 from flowdeck.tui.screens.live import LiveScreen
-from flowdeck.tui.screens.report import (
-    HTML,
-    ReportScreen,
-    latest_report,
-    parse_cell,
-    read_report,
-)
+from flowdeck.tui.screens.report import ReportScreen
 from flowdeck.tui.screens.sessions import SessionsScreen
 from flowdeck.tui.widgets.setting_table import BEST_MARK
 from tests.spark_reports.synthetic import PhasePlan, write_session

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -64,12 +65,14 @@ def test_serve_answers_with_the_textual_serve_page_on_loopback(
     assert 'class="textual-terminal"' in page.text  # the page textual-serve draws into
     port = url.rsplit(":", 1)[1]
     assert f"ws://127.0.0.1:{port}/ws" in page.text
+    # keys reach the terminal without a click: the page focuses xterm's input
+    assert page.text.count(".xterm-helper-textarea") == 1 and "input.focus(" in page.text
     script = httpx.get(url + "/static/js/textual.js", timeout=5)
     assert script.status_code == 200 and len(script.content) > 10_000
     server.send_signal(signal.SIGTERM)
     assert server.wait(timeout=15) == 0
     output = server.stdout.read() if server.stdout else ""
-    assert "flowdeck.cli demo" in output  # what each browser tab runs
+    assert "flowdeck.cli demo --shared " in output  # what each browser tab runs: one tour
     assert "Traceback" not in output
 
 
@@ -108,3 +111,41 @@ def test_the_served_command_carries_no_broker_uri() -> None:
     cockpit = served_command(parser.parse_args(["serve"]))
     assert cockpit[-1] == "cockpit"
     assert not any("amqp" in word for word in (*demo, *cockpit))
+    shared = served_command(parser.parse_args(["serve", "--demo"]), Path("/tmp/tour"))
+    assert shared[-3:] == ["demo", "--shared", "/tmp/tour"]
+
+
+def test_one_tour_per_share_the_first_presents_the_others_watch(tmp_path: Path) -> None:
+    """Each browser tab's process opens the same share: the first takes the presenter's
+    lock, the others find it taken and wait for the run it names; when the presenter's
+    process lets go (its tab closed), the next one presents."""
+    from flowdeck.tui.tour_share import TourShare
+
+    first, second = TourShare(tmp_path / "tour"), TourShare(tmp_path / "tour")
+    assert first.present() and first.presenting
+    assert not second.present() and not second.presenting
+    assert not second.presenter_gone() and second.presented_run() is None
+    first.publish(tmp_path / "sessions" / "20240101-tour")
+    assert second.presented_run() == tmp_path / "sessions" / "20240101-tour"
+    first.release()
+    assert second.presenter_gone() and second.presented_run() is None
+    assert second.present()
+    # a new presenter names no run until its own has started
+    assert TourShare(tmp_path / "tour").presented_run() is None
+
+
+def test_a_second_process_watches_the_first_ones_tour(tmp_path: Path) -> None:
+    """The lock is the kernel's: another process, not just another open file."""
+    from flowdeck.tui.tour_share import TourShare
+
+    share = TourShare(tmp_path / "tour")
+    assert share.present()
+    code = (
+        "import sys; from pathlib import Path; from flowdeck.tui.tour_share import TourShare; "
+        "s = TourShare(Path(sys.argv[1])); sys.exit(0 if not s.present() else 3)"
+    )
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "tour")], timeout=60)
+    assert result.returncode == 0
+    share.release()
+    result = subprocess.run([sys.executable, "-c", code, str(tmp_path / "tour")], timeout=60)
+    assert result.returncode == 3

@@ -95,7 +95,7 @@ def test_a_stall_and_its_catch_up_count_as_the_report_counts_them() -> None:
     assert stalled.consume == figures[3].figure("consume_rate_mean")
     assert printed(stalled.consume) == "1917"  # (1000 + 8 × 2000 + 6000) / 12 s
     assert stalled.steady_consume == pytest.approx(2000.0)
-    wide = rich_text(SettingTable.render_verdicts(table, narrow=False, wide=True), width=120)
+    wide = rich_text(SettingTable.render_verdicts(table, width=120), width=120)
     assert "settled" in wide and "settled: median cons/s after" in wide
     assert stalled.steady == 12 - 3
     assert stalled.verdict is Verdict.OVERLOADED
@@ -115,7 +115,7 @@ def test_ticks_without_snapshots_say_what_their_figures_are() -> None:
     table = setting_verdicts(fed(bare))
     assert {row.basis for row in table.rows} == {BASIS_TICKS}
     assert printed(table.rows[2].consume) == "1999"
-    text = rich_text(SettingTable.render_verdicts(table, narrow=False), width=160)
+    text = rich_text(SettingTable.render_verdicts(table, width=160), width=160)
     assert "medians of each phase's seconds" in text and "no client snapshots" in text
 
 
@@ -160,7 +160,7 @@ def test_the_drain_is_a_row_of_its_own_and_not_part_of_the_sweep() -> None:
 def test_no_sweep_yet_says_how_to_get_one() -> None:
     table = setting_verdicts(fed(sweep_updates(knee_sweep()[:1], transition=1)))
     assert table.lines == ()
-    text = rich_text(SettingTable.render_verdicts(table, narrow=False))
+    text = rich_text(SettingTable.render_verdicts(table, width=120))
     assert "no sweep yet" in text
 
 

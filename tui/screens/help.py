@@ -9,28 +9,10 @@ from rich.table import Table
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen, Screen
+from textual.screen import ModalScreen
 from textual.widgets import Static
 
-from flowdeck.tui.keys import KEY_TABLE, KeyRow, key_label, rows_from_bindings
-
-#: Keys every screen has (the app's own bindings are listed under this group).
-EVERYWHERE = "everywhere"
-
-
-def rows_for(screen: Screen[object]) -> tuple[KeyRow, ...]:
-    """The keys of ``screen``: its ``HELP_ROWS`` when it has a key table (the dashboard),
-    else its own bindings; then the keys that work on every screen."""
-    own: tuple[KeyRow, ...] = getattr(screen, "HELP_ROWS", None) or rows_from_bindings(
-        list(screen.BINDINGS), "this screen"
-    )
-    shown = {row.key for row in own}
-    app_rows = rows_from_bindings(list(screen.app.BINDINGS), EVERYWHERE)
-    palette = KeyRow(
-        "ctrl+p", "command_palette", "command palette (every action by name)", EVERYWHERE
-    )
-    extra = tuple(row for row in (*app_rows, palette) if row.key not in shown)
-    return own + extra
+from flowdeck.tui.keys import KEY_TABLE, KeyRow, key_label
 
 
 def help_table(rows: tuple[KeyRow, ...] = KEY_TABLE) -> Table:

@@ -42,7 +42,8 @@ from flowdeck.engine import (
 )
 from flowdeck.tui.broker_check import CheckLine, check_sources
 from flowdeck.tui.keys import HELP_BINDING
-from flowdeck.tui.spec_text import field_text, field_value
+from flowdeck.tui.navigation import Route, open_screen, preload
+from flowdeck.tui.spec_text import field_text, field_value, what_it_runs
 from flowdeck.tui.widgets.footer import FittingFooter
 
 if TYPE_CHECKING:
@@ -52,26 +53,6 @@ if TYPE_CHECKING:
 #: Presets reproduce full-size benchmarks; the cockpit starts them scaled to a small machine.
 DEFAULT_SCALE = 0.1
 BROKER_FIELDS = ("uri", "management_url", "prometheus_url")
-
-
-def what_it_runs(spec: RunSpec) -> str:
-    rate = f"{spec.rate:g} msg/s" if spec.rate else "as fast as possible"
-    lazy = " lazy" if spec.lazy else ""
-    parts = [
-        f"{spec.queues} {spec.queue_type}{lazy} queue{'s' if spec.queues != 1 else ''}",
-        f"{spec.publishers} publisher{'s' if spec.publishers != 1 else ''} x {rate}",
-        f"{spec.consumers} consumer{'s' if spec.consumers != 1 else ''}",
-        f"{spec.message_size} B messages",
-        f"in-flight {spec.inflight or 'no limit'}",
-        f"prefetch {spec.prefetch or 'unlimited'}",
-        f"ack every {spec.ack_every}",
-        f"{spec.duration:g} s",
-    ]
-    if spec.schedule:
-        steps = ", ".join(f"{s.at:g}s {s.change.describe()}" for s in spec.schedule[:6])
-        more = "…" if len(spec.schedule) > 6 else ""
-        parts.append(f"schedule: {steps}{more}")
-    return "; ".join(parts)
 
 
 #: The error label of the Spark master field (not a spec field: a run's placement, as
@@ -443,9 +424,9 @@ class LaunchScreen(Screen[None]):
         # Loaded for what importing them costs: the controller (AMQP, HTTP clients), the
         # recorder (pyarrow, ~0.5 s) and the live screen (opened on the loop at launch).
         from flowdeck.engine import Controller, default_sessions_root, resolve_workers
-        from flowdeck.tui.screens.live import LiveScreen
 
-        del Controller, default_sessions_root, LiveScreen
+        del Controller, default_sessions_root
+        preload(self, Route.LIVE)
         spec = self.spec or self.initial
         workers = min(resolve_workers(spec.workers), MAX_POOLED_WORKERS)
         # On the app's loop thread: a worker process dies with the thread that spawned it.
@@ -772,12 +753,8 @@ class LaunchScreen(Screen[None]):
         self.app.call_from_thread(self.open_live, prepared.control)
 
     def open_live(self, control: Any) -> None:
-        from flowdeck.tui.screens.live import LiveScreen
-
         self.end_launch_progress("the run was launched; Ctrl+K checks the broker again")
-        self.app.push_screen(LiveScreen(control))
+        open_screen(self, Route.LIVE, control)
 
     def action_sessions(self) -> None:
-        from flowdeck.tui.screens.sessions import SessionsScreen
-
-        self.app.push_screen(SessionsScreen())
+        open_screen(self, Route.SESSIONS)

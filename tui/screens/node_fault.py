@@ -3,12 +3,13 @@
 A node fault goes through the same code as a schedule's ``fault`` step
 (``Controller.fault``), so it is recorded the same way (events, a phase named after it)
 and the report's faults table shows it. Only a run on a node or cluster flowdeck runs
-can take one; the screen that offers the key checks that first (:class:`FaultControl`).
+can take one; the screen that offers the key checks that first
+(:class:`~flowdeck.tui.source.FaultControl`).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar, Protocol, runtime_checkable
+from typing import ClassVar
 
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -16,19 +17,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Label
 
-from flowdeck.collectors import LocalNodes
 from flowdeck.engine import NodeFault
-
-
-@runtime_checkable
-class FaultControl(Protocol):
-    """A run whose broker's nodes the cockpit may break: the local Controller (a run
-    watched from another process through the control API is not one)."""
-
-    @property
-    def local_nodes(self) -> LocalNodes | None: ...
-
-    def fault(self, fault: NodeFault, source: str = "operator") -> int: ...
 
 
 class NodeFaultPrompt(ModalScreen[NodeFault | None]):

@@ -12,9 +12,10 @@ from textual.timer import Timer
 
 from flowdeck.engine import SendBasis
 from flowdeck.tui.keys import HELP_BINDING
+from flowdeck.tui.layout import fit_layout, narrow_css, show_tab, toggle_side
 from flowdeck.tui.model import RunHistory
+from flowdeck.tui.navigation import Route, open_screen
 from flowdeck.tui.replay import Replay, apply_frame
-from flowdeck.tui.screens.live import fit_layout, narrow_css, show_tab, toggle_side
 from flowdeck.tui.widgets.dashboard import Dashboard
 from flowdeck.tui.widgets.event_log import EventLog
 from flowdeck.tui.widgets.footer import FittingFooter
@@ -43,6 +44,14 @@ class ReplayScreen(Screen[None]):
         Binding("e", "show_tab('events')", "events", show=False),
         Binding("q", "show_tab('queues')", "queues", show=False),
         Binding("t", "show_tab('verdicts')", "per setting", show=False),
+        Binding(
+            "T",
+            "per_setting",
+            "per setting, full screen",
+            show=False,
+            tooltip="the per-setting table full screen, with every verdict's reason and the "
+            "recommendation's reasoning",
+        ),
         Binding("h", "show_tab('hosts')", "hosts", show=False),
     ]
     DEFAULT_CSS = narrow_css("ReplayScreen")
@@ -137,6 +146,9 @@ class ReplayScreen(Screen[None]):
     def action_toggle_basis(self) -> None:
         chart = self.query_one(LatencyChart)
         chart.basis = SendBasis.INTENDED if chart.basis is SendBasis.ACTUAL else SendBasis.ACTUAL
+
+    def action_per_setting(self) -> None:
+        open_screen(self, Route.PER_SETTING, lambda: self.history, f"replay of {self.replay.name}")
 
     def action_show_tab(self, tab: str) -> None:
         show_tab(self, self.history, tab)

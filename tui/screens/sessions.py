@@ -7,7 +7,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from rich.text import Text
 from textual import work
@@ -25,9 +25,13 @@ from flowdeck.engine import (
 )
 from flowdeck.tui.keys import HELP_BINDING
 from flowdeck.tui.model import human_count
-from flowdeck.tui.screens.report import ReportScreen, ReportUnreadable, latest_report, read_report
+from flowdeck.tui.navigation import Route, open_screen
+from flowdeck.tui.report_files import ReportUnreadable, latest_report, read_report
 from flowdeck.tui.widgets.footer import FittingFooter
 from flowdeck.tui.widgets.run_header import clock
+
+if TYPE_CHECKING:
+    from flowdeck.tui.replay import Replay
 
 #: How the report job's stage lines begin (``report [2/5] per-phase figures with Spark``).
 PROGRESS = "report ["
@@ -176,7 +180,6 @@ class SessionsScreen(Screen[None]):
     @work(exclusive=True, thread=True, group="replay")
     def load_replay(self, path: Path) -> None:
         from flowdeck.tui.replay import load_replay
-        from flowdeck.tui.screens.replay import ReplayScreen
 
         try:
             replay = load_replay(open_session(path))
@@ -184,7 +187,10 @@ class SessionsScreen(Screen[None]):
             self.app.call_from_thread(self.notify, f"cannot replay {path}: {exc}", severity="error")
             return
         self.app.call_from_thread(self.status, f"replaying {path}")
-        self.app.call_from_thread(self.app.push_screen, ReplayScreen(replay))
+        self.app.call_from_thread(self.show_replay, replay)
+
+    def show_replay(self, replay: Replay) -> None:
+        open_screen(self, Route.REPLAY, replay)
 
     @property
     def reports_root(self) -> Path:
@@ -237,7 +243,7 @@ class SessionsScreen(Screen[None]):
         except ReportUnreadable as exc:
             self.notify(str(exc), severity="error", timeout=15)
             return
-        self.app.push_screen(ReportScreen(tables))
+        open_screen(self, Route.REPORT, tables)
 
     @work(exclusive=True, group="report")
     async def run_report(self, paths: list[Path], out: Path) -> None:

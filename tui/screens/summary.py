@@ -1,4 +1,5 @@
-"""The end of a run: outcome, rates, latency, the data-safety accounting, the session."""
+"""The end of a run: outcome, rates, the per-phase table and the recommendation, latency,
+the data-safety accounting, the session."""
 
 from __future__ import annotations
 
@@ -17,10 +18,13 @@ from textual.widgets import Static
 
 from flowdeck.engine import RunSummary
 from flowdeck.tui.keys import HELP_BINDING
-from flowdeck.tui.model import human_count
+from flowdeck.tui.model import RunHistory, SettingVerdicts, human_count, setting_verdicts
+from flowdeck.tui.navigation import Route, open_screen
 from flowdeck.tui.widgets.footer import FittingFooter
 from flowdeck.tui.widgets.host_table import host_table
 from flowdeck.tui.widgets.run_header import clock
+from flowdeck.tui.widgets.setting_table import FittedTable
+from flowdeck.tui.widgets.sweep_chart import SweepCharts
 
 if TYPE_CHECKING:
     from flowdeck.engine import HostRow
@@ -38,8 +42,12 @@ SAFETY_WORDS = (
 )
 
 
-def summary_renderable(summary: RunSummary, hosts: Sequence[HostRow] = ()) -> RenderableType:
-    """The summary; ``hosts``: the per-host rows, shown when there is more than one."""
+def summary_renderable(
+    summary: RunSummary, hosts: Sequence[HostRow] = (), verdicts: SettingVerdicts | None = None
+) -> RenderableType:
+    """The summary; ``hosts``: the per-host rows, shown when there is more than one;
+    ``verdicts``: the run's phases judged and its recommendation (the live screen's
+    per-setting table at the run's end), shown under the rates."""
     head = Text.assemble(
         (f"{summary.name}: {summary.outcome}", "bold"),
         f" after {clock(summary.duration)} ({summary.stop_reason or 'ran its duration'}), "
@@ -80,7 +88,11 @@ def summary_renderable(summary: RunSummary, hosts: Sequence[HostRow] = ()) -> Re
         ("session recorded in ", "bold"),
         (summary.session_dir or "nowhere (recording off)", "underline"),
     )
-    parts: list[RenderableType] = [head, rates, safety]
+    parts: list[RenderableType] = [head, rates]
+    if verdicts is not None and verdicts.rows:
+        parts.append(Text(""))
+        parts.append(phases_renderable(verdicts))
+    parts.append(safety)
     if not summary.safety.confirms:
         parts.append(no_confirms)
     parts.extend(Text(f"incomplete: {line}", style="yellow") for line in summary.incomplete)
@@ -95,6 +107,21 @@ def summary_renderable(summary: RunSummary, hosts: Sequence[HostRow] = ()) -> Re
     for error in summary.errors:
         parts.append(Text(f"error: {error}", style="red"))
     return Group(*parts)
+
+
+def phases_renderable(verdicts: SettingVerdicts) -> RenderableType:
+    """The run's phases as the per-setting table shows them, the recommendation under them
+    and each swept setting's chart: the answer of a tuning run, where the run ends."""
+    title = Text.assemble(
+        ("per phase", "bold"),
+        " — judged by the report's rules (t: every verdict's reason and the recommendation's "
+        "whole reasoning)",
+    )
+    lines: list[RenderableType] = [Text(line, style="bold") for line in verdicts.lines]
+    if not verdicts.lines:
+        lines.append(Text("one value of each setting: no sweep, no recommendation", style="dim"))
+    charts: list[RenderableType] = [Text(""), SweepCharts(verdicts)] if verdicts.sweeps else []
+    return Group(title, FittedTable(verdicts), *lines, *charts, Text(""))
 
 
 def hosts_renderable(hosts: Sequence[HostRow], started_at: float) -> RenderableType:
@@ -115,34 +142,51 @@ class SummaryScreen(Screen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [
         HELP_BINDING,
         Binding("escape,enter", "back", "back to launch"),
+        Binding(
+            "t",
+            "per_setting",
+            "per setting",
+            tooltip="the per-setting table full "
+            "screen: every verdict's reason, the chart, the recommendation's reasoning",
+        ),
         Binding("v", "sessions", "sessions"),
         Binding("g", "report", "report", tooltip="report on this run's session"),
     ]
 
-    def __init__(self, summary: RunSummary, hosts: Sequence[HostRow] = ()) -> None:
+    def __init__(
+        self,
+        summary: RunSummary,
+        hosts: Sequence[HostRow] = (),
+        history: RunHistory | None = None,
+    ) -> None:
         super().__init__()
         self.summary = summary
         #: The run's per-host rows (shown when there is more than one).
         self.hosts = tuple(hosts)
+        #: What the run's screen saw of it: its phases, judged (None: not known here).
+        self.history = history
+        self.verdicts = None if history is None else setting_verdicts(history)
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static(summary_renderable(self.summary, self.hosts), id="summary")
+            yield Static(summary_renderable(self.summary, self.hosts, self.verdicts), id="summary")
         yield FittingFooter()
+
+    def action_per_setting(self) -> None:
+        if self.history is None:
+            self.notify("this summary has no per-phase figures", severity="warning")
+            return
+        open_screen(self, Route.PER_SETTING, self.history, self.summary.name, follow=False)
 
     def action_back(self) -> None:
         self.app.pop_screen()
 
     def action_sessions(self) -> None:
-        from flowdeck.tui.screens.sessions import SessionsScreen
-
-        self.app.push_screen(SessionsScreen())
+        open_screen(self, Route.SESSIONS)
 
     def action_report(self) -> None:
         """The report on the session this run recorded, as ``g`` on the live screen does
         once a run has ended: the sessions list, with the job started on it."""
-        from flowdeck.tui.screens.sessions import SessionsScreen
-
         session = self.summary.session_dir
         if not session:
             self.notify(
@@ -151,4 +195,4 @@ class SummaryScreen(Screen[None]):
             )
             return
         session = Path(session)
-        self.app.push_screen(SessionsScreen(session.parent, report_on=[session]))
+        open_screen(self, Route.SESSIONS, session.parent, report_on=[session])

@@ -11,7 +11,11 @@ the report would print ("recommended inflight=…"), its phase highlighted.
 
 from __future__ import annotations
 
-from rich.console import Group
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from rich.cells import cell_len
+from rich.console import Console, ConsoleOptions, Group, JustifyMethod, RenderResult
 from rich.table import Table
 from rich.text import Text
 from textual.widgets import Static
@@ -44,10 +48,16 @@ VERDICT_STYLES: dict[Verdict, str] = {
     Verdict.DRAIN: "dim",
     Verdict.PAUSED: "dim",
 }
-#: Below this width the table keeps only the setting, consume rate, p99 and verdict.
+#: The fewest cells the setting and the verdict columns shrink to, with an ellipsis (the
+#: figures beside them are never cut); the verdict keeps VERDICT_KEEPS cells ("back-pressured"
+#: whole) before the setting gives up any.
+SETTING_MIN = 8
+VERDICT_MIN = 9
+VERDICT_KEEPS = 14
+#: Below this width the note under the table is its short form.
 NARROW = 60
-#: From this width the table adds the settled consume rate (the median once settled).
-WIDE = 90
+#: Under the table: where the rest of the answer is.
+FULL_VIEW_HINT = "T: full screen, with every verdict's reason, the chart and the whole reasoning"
 BEST_STYLE = "bold black on rgb(0,158,115)"
 BEST_MARK = "★"
 
@@ -83,6 +93,153 @@ def trend(slope: float | None, through: float = 0.0) -> str:
     return f"{'↑' if found is Trend.UP else '↓'} {slope:+,.0f}/s"
 
 
+@dataclass(frozen=True, slots=True)
+class TableColumn:
+    """A column of the table: its header, its cells and how it aligns."""
+
+    header: str
+    cells: tuple[Text, ...]
+    justify: JustifyMethod = "right"
+
+    @property
+    def natural(self) -> int:
+        """The cells it takes to show every cell whole."""
+        return max(cell_len(self.header), *(cell.cell_len for cell in self.cells))
+
+
+def fit_columns(
+    width: int,
+    setting: TableColumn,
+    figures: Sequence[TableColumn],
+    optional: Sequence[TableColumn],
+    verdict: TableColumn,
+) -> tuple[list[TableColumn], int, int]:
+    """Which columns fit ``width`` cells, and the widths of the setting and verdict columns.
+
+    The figures (msg/s, p50, p99) are always shown whole; each optional column (in order)
+    only when the setting and the verdict still show whole beside it. The setting and the
+    verdict share what is left: the verdict gives up cells first (down to
+    :data:`VERDICT_KEEPS`, which keeps "back-pressured" whole), then the setting (down to
+    :data:`SETTING_MIN`), then the verdict again (down to :data:`VERDICT_MIN`), each cut
+    with an ellipsis: a narrow column cuts words, never a figure."""
+
+    def used(columns: Sequence[TableColumn]) -> int:
+        return sum(column.natural for column in columns) + 2 * (len(columns) - 1)
+
+    chosen = list(figures)
+    for column in optional:
+        if used([setting, *chosen, column, verdict]) <= width:
+            chosen.append(column)
+    spare = width - used(chosen) - 4  # the gaps either side of the setting and the verdict
+    verdict_width = verdict.natural
+    setting_width = setting.natural
+    for column, floor in (("verdict", VERDICT_KEEPS), ("setting", SETTING_MIN),
+                          ("verdict", VERDICT_MIN)):  # fmt: skip
+        short = setting_width + verdict_width - spare
+        if short <= 0:
+            break
+        if column == "verdict":
+            verdict_width -= min(short, max(0, verdict_width - floor))
+        else:
+            setting_width -= min(short, max(0, setting_width - floor))
+    return chosen, setting_width, verdict_width
+
+
+def verdict_columns(
+    verdicts: SettingVerdicts, *, full: bool = False
+) -> tuple[TableColumn, list[TableColumn], list[TableColumn], TableColumn]:
+    """The table's columns: the setting, the figures always shown (cons/s, p50, p99), the
+    optional ones in the order they are added as the width allows, and the verdict.
+    ``full``: the full-screen view's, which adds p99.9."""
+    rows = verdicts.rows
+    varying = varying_settings(rows)
+    best = verdicts.best
+
+    def text(value: str, position: int, style: str = "") -> Text:
+        return Text(value, style="" if position == best else style)
+
+    def ms(value: float | None) -> str:
+        return "–" if value is None else milliseconds(value)
+
+    numbered = list(enumerate(rows))
+    setting = TableColumn(
+        "  setting",
+        tuple(
+            text((f"{BEST_MARK} " if n == best else "  ") + row_setting(row, varying), n)
+            for n, row in numbered
+        ),
+        "left",
+    )
+    figures = [
+        TableColumn("cons/s", tuple(text(human_count(round(r.consume)), n) for n, r in numbered)),
+        TableColumn("p50", tuple(text(ms(r.p50), n) for n, r in numbered)),
+        TableColumn("p99", tuple(text(ms(r.p99), n) for n, r in numbered)),
+    ]
+    if full:
+        figures.append(TableColumn("p99.9", tuple(text(ms(r.p999), n) for n, r in numbered)))
+    optional = [
+        TableColumn("pub/s", tuple(text(human_count(round(r.publish)), n) for n, r in numbered)),
+        TableColumn("queue", tuple(text(trend(r.depth_slope, r.consume), n) for n, r in numbered)),
+        TableColumn(
+            "c/conf",
+            tuple(
+                text("–" if r.consume_ratio is None else f"{r.consume_ratio:.0%}", n)
+                for n, r in numbered
+            ),
+        ),
+        TableColumn(
+            "settled", tuple(text(human_count(round(r.steady_consume)), n) for n, r in numbered)
+        ),
+    ]
+    verdict = TableColumn(
+        "verdict",
+        tuple(text(r.verdict.value, n, VERDICT_STYLES.get(r.verdict, "")) for n, r in numbered),
+        "left",
+    )
+    return setting, figures, optional, verdict
+
+
+#: The columns' order on screen, by header (those left out keep the order of the rest).
+COLUMN_ORDER = ("  setting", "pub/s", "cons/s", "settled", "p50", "p99", "p99.9", "c/conf",
+                "queue", "verdict")  # fmt: skip
+
+
+def verdict_table(verdicts: SettingVerdicts, width: int, *, full: bool = False) -> Table:
+    """The rows as a table ``width`` cells wide, p50 and p99 never cut (:func:`fit_columns`)."""
+    setting, figures, optional, verdict = verdict_columns(verdicts, full=full)
+    chosen, setting_width, verdict_width = fit_columns(width, setting, figures, optional, verdict)
+    shown = sorted([setting, *chosen, verdict], key=lambda c: COLUMN_ORDER.index(c.header))
+    table = Table(box=None, padding=(0, 1), pad_edge=False, expand=False, show_edge=False)
+    for column in shown:
+        fixed = {setting.header: setting_width, verdict.header: verdict_width}.get(column.header)
+        table.add_column(
+            column.header,
+            justify=column.justify,
+            no_wrap=True,
+            overflow="ellipsis",
+            width=fixed,
+            min_width=column.natural if fixed is None else None,
+        )
+    for n in range(len(verdicts.rows)):
+        table.add_row(
+            *(column.cells[n] for column in shown),
+            style=BEST_STYLE if n == verdicts.best else None,
+        )
+    return table
+
+
+class FittedTable:
+    """The table fitted to whatever width it is drawn at (the run summary's, the full-screen
+    view's), p50 and p99 whole."""
+
+    def __init__(self, verdicts: SettingVerdicts, *, full: bool = False) -> None:
+        self.verdicts = verdicts
+        self.full = full
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield verdict_table(self.verdicts, options.max_width, full=self.full)
+
+
 class SettingTable(Static):
     """One row per phase: sustained msg/s, e2e p50/p99, consume vs confirm, queue trend and
     verdict; the recommended (or best) row highlighted, the recommendation line under it."""
@@ -101,66 +258,32 @@ class SettingTable(Static):
     def show(self, history: RunHistory) -> None:
         verdicts = setting_verdicts(history)
         self.verdicts = verdicts
-        width = self.size.width
-        self.shown = self.render_verdicts(verdicts, narrow=width < NARROW, wide=width >= WIDE)
+        self.shown = self.render_verdicts(verdicts, width=self.size.width)
         self.update(self.shown)
 
     @staticmethod
-    def render_verdicts(verdicts: SettingVerdicts, *, narrow: bool, wide: bool = False) -> Group:
+    def render_verdicts(verdicts: SettingVerdicts, *, width: int) -> Group:
         if not verdicts.rows:
             return Group(Text("waiting for the first second of the run", style="dim"))
-        varying = varying_settings(verdicts.rows)
-        names = [row_setting(row, varying) for row in verdicts.rows]
-        table = Table(box=None, padding=(0, 1), pad_edge=False, expand=True, show_edge=False)
-        table.add_column(
-            "  setting",
-            no_wrap=True,
-            overflow="ellipsis",
-            min_width=min(12 if narrow else 24, 2 + max(len(name) for name in names)),
-        )
-        if not narrow:
-            table.add_column("pub/s", justify="right", no_wrap=True)
-        table.add_column("cons/s", justify="right", no_wrap=True)
-        if wide:
-            table.add_column("settled", justify="right", no_wrap=True)
-        if not narrow:
-            table.add_column("p50", justify="right", no_wrap=True)
-        table.add_column("p99", justify="right", no_wrap=True)
-        if not narrow:
-            table.add_column("c/conf", justify="right", no_wrap=True)
-            table.add_column("queue", justify="right", no_wrap=True)
-        table.add_column("verdict", no_wrap=True, overflow="ellipsis", min_width=8)
-        for position, row in enumerate(verdicts.rows):
-            best = position == verdicts.best
-            ratio = row.consume_ratio
-            cells: list[Text | str] = [(f"{BEST_MARK} " if best else "  ") + names[position]]
-            if not narrow:
-                cells.append(human_count(round(row.publish)))
-            cells.append(human_count(round(row.consume)))
-            if wide:
-                cells.append(human_count(round(row.steady_consume)))
-            if not narrow:
-                cells.append("–" if row.p50 is None else milliseconds(row.p50))
-            cells.append("–" if row.p99 is None else milliseconds(row.p99))
-            if not narrow:
-                cells.append("–" if ratio is None else f"{ratio:.0%}")
-                cells.append(trend(row.depth_slope, row.consume))
-            verdict = "–" if row.verdict is None else row.verdict.value
-            style = "" if best or row.verdict is None else VERDICT_STYLES.get(row.verdict, "")
-            cells.append(Text(verdict, style=style))
-            table.add_row(*cells, style=BEST_STYLE if best else None)
+        table = verdict_table(verdicts, width)
         lines: list[Text] = [Text(line, style="bold") for line in verdicts.lines]
         if not verdicts.lines:
-            swept = ", ".join(s.value for s in SWEEP_SETTINGS)
-            lines.append(
-                Text(
-                    f"no sweep yet: run a second value of {swept} to get the report's "
-                    "recommendation",
-                    style="italic",
-                )
-            )
-        lines.append(Text(basis_note(verdicts.rows, narrow=narrow, wide=wide), style="dim"))
+            lines.append(no_sweep_note())
+        shown = {column.header for column in table.columns}
+        lines.append(
+            Text(basis_note(verdicts.rows, narrow=width < NARROW, wide="settled" in shown),
+                 style="dim")
+        )  # fmt: skip
+        lines.append(Text(FULL_VIEW_HINT, style="dim italic"))
         return Group(table, *lines)
+
+
+def no_sweep_note() -> Text:
+    swept = ", ".join(s.value for s in SWEEP_SETTINGS)
+    return Text(
+        f"no sweep yet: run a second value of {swept} to get the report's recommendation",
+        style="italic",
+    )
 
 
 def basis_note(rows: tuple[SettingRow, ...], *, narrow: bool, wide: bool = False) -> str:
