@@ -67,7 +67,7 @@ def synthetic_stream(
     """
     per_worker = RATE // workers
     pool = histogram_pool(per_worker)
-    settings = Settings(
+    settings = Settings.of(
         inflight=1000, prefetch=1000, ack_every=1, rate=0.0, publishers=workers, consumers=workers
     )
     stream = []

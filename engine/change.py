@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, replace
-from typing import Any, cast
+from typing import cast
 
 from flowdeck.collectors.broker_settings import (
     CHANGE_PREFIX,
@@ -219,8 +219,7 @@ def apply_change(settings: Settings, change: Change) -> Settings:
     if row is not None:
         if change.value is None:
             return settings
-        value: dict[str, Any] = {row.field: row.convert(change.value)}
-        return replace(settings, **value)
+        return settings.with_value(change.setting, change.value)
     command = COMMAND_BY_SETTING[change.setting]
     if command.paused is None:
         return settings

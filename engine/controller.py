@@ -902,7 +902,9 @@ class Controller:
             active=active,
             target_rate=self.spec.target_rate,
             latency=self._aggregator.run_latency(),
-            phases=self._ledger.phase_index + 1,
+            # The phases every figure of the run is split by (a change and its phase event
+            # at one instant, or two changes applied together, are one phase).
+            phases=len(self.phase_table.phases(ended)) or self._ledger.phase_index + 1,
             session_dir=str(self.session_dir) if self.session_dir else None,
             recording_error=self._recording.error,
             errors=tuple(dict.fromkeys(mask_text(e) for e in errors)),

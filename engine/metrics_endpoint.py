@@ -37,6 +37,7 @@ from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.progress import RunSummary, Tick
+from flowdeck.engine.settings import STEERABLE
 from flowdeck.engine.sinks import NullSink
 from flowdeck.figures.latency import Percentiles
 
@@ -273,16 +274,7 @@ def _metrics(state: _State) -> Iterator[Metric]:
         ("flowdeck_unacked", "deliveries not yet acknowledged", tick.unacked),
         ("flowdeck_connections", "client connections open", tick.connections),
         ("flowdeck_blocked_connections", "connections the broker has blocked", tick.blocked),
-        ("flowdeck_inflight_limit", "in-flight limit per publisher (0 = none)", settings.inflight),
-        (
-            "flowdeck_prefetch",
-            "prefetch (basic.qos) per consumer (0 = unlimited)",
-            settings.prefetch,
-        ),
-        ("flowdeck_ack_every", "consumers ack every N deliveries", settings.ack_every),
-        ("flowdeck_rate_per_publisher", "target msg/s per publisher (0 = no limit)", settings.rate),
-        ("flowdeck_publishers", "publishers running", settings.publishers),
-        ("flowdeck_consumers", "consumers running", settings.consumers),
+        *((row.gauge, row.help, settings.value(row.setting)) for row in STEERABLE),
         ("flowdeck_paused", "1 while publishing is paused", settings.paused),
         ("flowdeck_pending_changes", "changes asked for and not yet in force", len(tick.pending)),
         ("flowdeck_phase_index", "number of the current phase (0 = the first)", tick.phase_index),

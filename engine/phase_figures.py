@@ -25,6 +25,7 @@ from flowdeck.engine.latency import LATENCY_KEYS, BucketDecoder, LatencyKey, rec
 from flowdeck.engine.progress import RunSummary
 from flowdeck.engine.recording.rows import (
     SETTING_COLUMNS,
+    SWEEP_COLUMNS,
     Row,
     broker_row,
     client_row,
@@ -152,6 +153,7 @@ class PhaseTable(NullSink):
             latency=self._latency,
             summary=self._summary,
             settings=SETTING_COLUMNS,
+            sweep_settings=SWEEP_COLUMNS,
         )
         return run_figures(inputs, max_p99_ms)
 

@@ -14,12 +14,22 @@ it on the nodes flowdeck runs (engine/broker_changes.py), not the workers.
 
 from __future__ import annotations
 
+import importlib
+import os
+import re
 from dataclasses import dataclass
 from enum import StrEnum
 
+#: Where settings beyond the rows below come from: ``module:attribute`` entries, comma
+#: separated, each naming a :class:`SteerableSetting` or a sequence of them. Read when this
+#: module is first imported, in every process of a run (its workers inherit it).
+SETTINGS_ENV = "FLOWDECK_SETTINGS"
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,30}")
+
 
 class Setting(StrEnum):
-    """What a change acts on. The values are the words operators type."""
+    """What a change acts on. The values are the words operators type; a setting added
+    from :data:`SETTINGS_ENV` is a member made by :func:`new_setting`."""
 
     INFLIGHT = "inflight"
     PREFETCH = "prefetch"
@@ -70,7 +80,8 @@ class SteerableSetting:
     #: Label in key help and the palette, and the shorter one in the settings bar.
     label: str
     short: str
-    #: The cockpit key that steps it down; its upper case steps it up.
+    #: The cockpit key that steps it down; its upper case steps it up ("" = no key: an
+    #: exact change, ``=``, steers it).
     key: str
     step: Step
     applies_to: Scope
@@ -84,10 +95,34 @@ class SteerableSetting:
     #: belongs in RunSpec only).
     live: bool = True
     aliases: tuple[str, ...] = ()
+    #: Its value when a spec does not say (RunSpec's own fields carry their defaults).
+    default: float = 0
+    #: The report's column heading ("" = the label, capitalised).
+    title: str = ""
+    #: Its tag in the cockpit's per-setting rows and charts, e.g. ``if`` in ``if=100``
+    #: ("" = the field).
+    tag: str = ""
+    #: Whether a run that ran at two or more values of it is a sweep the report judges and
+    #: recommends a value of (a limit's sweep; not a rate or a client count).
+    sweep: bool = False
+    #: The name of its /metrics gauge after ``flowdeck_`` ("" = the field).
+    metric: str = ""
 
     @property
     def name(self) -> str:
         return self.setting.value
+
+    @property
+    def heading(self) -> str:
+        return self.title or self.label[:1].upper() + self.label[1:]
+
+    @property
+    def short_tag(self) -> str:
+        return self.tag or self.field
+
+    @property
+    def gauge(self) -> str:
+        return f"flowdeck_{self.metric or self.field}"
 
     def convert(self, value: float) -> int | float:
         """``value`` as the setting's type (counts and limits are whole numbers)."""
@@ -124,6 +159,11 @@ STEERABLE: tuple[SteerableSetting, ...] = (
         applies_to=Scope.PUBLISHER,
         zero_is_unlimited=True,
         aliases=("in_flight", "inflight_limit", "confirm"),
+        default=1000,
+        title="In-flight limit",
+        tag="if",
+        sweep=True,
+        metric="inflight_limit",
     ),
     SteerableSetting(
         Setting.PREFETCH,
@@ -139,6 +179,9 @@ STEERABLE: tuple[SteerableSetting, ...] = (
         applies_to=Scope.CONSUMER,
         zero_is_unlimited=True,
         aliases=("qos",),
+        default=1000,
+        tag="pf",
+        sweep=True,
     ),
     SteerableSetting(
         Setting.ACK_EVERY,
@@ -153,6 +196,9 @@ STEERABLE: tuple[SteerableSetting, ...] = (
         step=Step.HALVE_DOUBLE,
         applies_to=Scope.CONSUMER,
         aliases=("ack", "ack_interval", "multi_ack_every"),
+        default=1,
+        tag="ack",
+        sweep=True,
     ),
     SteerableSetting(
         Setting.RATE,
@@ -169,6 +215,9 @@ STEERABLE: tuple[SteerableSetting, ...] = (
         unit="msg/s",
         bar_unit="/s",
         zero_is_unlimited=True,
+        title="Rate per publisher",
+        tag="rate",
+        metric="rate_per_publisher",
     ),
     SteerableSetting(
         Setting.PUBLISHERS,
@@ -183,6 +232,8 @@ STEERABLE: tuple[SteerableSetting, ...] = (
         step=Step.ONE,
         applies_to=Scope.TOPOLOGY,
         aliases=("producers",),
+        default=1,
+        tag="pub",
     ),
     SteerableSetting(
         Setting.CONSUMERS,
@@ -196,6 +247,8 @@ STEERABLE: tuple[SteerableSetting, ...] = (
         key="c",
         step=Step.ONE,
         applies_to=Scope.TOPOLOGY,
+        default=1,
+        tag="con",
     ),
 )
 
@@ -211,6 +264,52 @@ COMMANDS: tuple[SteeringCommand, ...] = (
         Scope.BROKER,
     ),
 )
+
+
+def new_setting(name: str) -> Setting:
+    """The :class:`Setting` of a row added from outside this module (``Setting(name)`` finds
+    it from then on, in this process): a lower-case word of letters, digits and ``_``."""
+    try:
+        return Setting(name)
+    except ValueError:
+        pass
+    if not _NAME.fullmatch(name):
+        raise ValueError(
+            f"a setting's name is a lower-case word (letters, digits, _), got {name!r}"
+        )
+    member = str.__new__(Setting, name)
+    member._name_ = name.upper()
+    member._value_ = name
+    Setting._value2member_map_[name] = member
+    return member
+
+
+def _added_rows(spec: str) -> tuple[SteerableSetting, ...]:
+    """The rows named by :data:`SETTINGS_ENV`'s value ``spec``."""
+    rows: list[SteerableSetting] = []
+    for entry in filter(None, (part.strip() for part in spec.split(","))):
+        module_name, _, attribute = entry.partition(":")
+        try:
+            found = getattr(importlib.import_module(module_name), attribute or "SETTINGS")
+        except (ImportError, AttributeError) as exc:
+            raise RuntimeError(
+                f"{SETTINGS_ENV}: {entry!r} names no settings ({exc}); give module:attribute"
+            ) from exc
+        for row in found if isinstance(found, list | tuple) else (found,):
+            if not isinstance(row, SteerableSetting):
+                raise RuntimeError(f"{SETTINGS_ENV}: {entry!r} gives {row!r}, not a setting row")
+            rows.append(row)
+    return tuple(rows)
+
+
+_BUILT_IN = STEERABLE
+STEERABLE = (*_BUILT_IN, *_added_rows(os.environ.get(SETTINGS_ENV, "")))
+_taken = [word for row in STEERABLE for word in (row.field, *row.aliases)]
+if len(set(_taken)) < len(_taken):
+    raise RuntimeError(
+        f"{SETTINGS_ENV}: a setting's name or alias is taken twice: "
+        + ", ".join(sorted({w for w in _taken if _taken.count(w) > 1}))
+    )
 
 #: Each numeric setting's row, by setting.
 BY_SETTING: dict[Setting, SteerableSetting] = {row.setting: row for row in STEERABLE}

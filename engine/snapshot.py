@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from flowdeck.engine.latency_kinds import LatencyKind, SendBasis
-from flowdeck.engine.settings import BY_SETTING, Setting
+from flowdeck.engine.settings import BY_FIELD, BY_SETTING, STEERABLE, Setting
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,26 +34,93 @@ class Counters:
         return Counters(*(getattr(self, n) - getattr(other, n) for n in self.__dataclass_fields__))
 
 
+def _defaults() -> dict[str, int | float]:
+    return {row.field: row.convert(row.default) for row in STEERABLE}
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """The steerable settings as a worker has them in force right now: one attribute per
-    ``engine.settings.STEERABLE`` row (its field), plus what pause/resume set."""
+    """The steerable settings as a worker has them in force right now: one value per
+    ``engine.settings.STEERABLE`` row (by its field; a row not given has its default), plus
+    what pause/resume set. The engine's own rows read as attributes (``settings.prefetch``);
+    every row, added ones too, as ``settings.value(setting)``."""
 
-    inflight: int
-    prefetch: int
-    ack_every: int
-    rate: float
-    publishers: int
-    consumers: int
+    values: Mapping[str, int | float] = field(default_factory=_defaults)
     paused: bool = False
     #: How long a small read is held so the next brings more (fewer wake-ups); the engine
     #: switches it on only under load. 0 = off.
     read_hold_ms: float = 0.0
 
+    def __post_init__(self) -> None:
+        unknown = set(self.values) - BY_FIELD.keys()
+        if unknown:
+            raise ValueError(f"no such setting: {', '.join(sorted(unknown))}")
+        if len(self.values) < len(BY_FIELD) or any(
+            type(self.values[name]) is not row.kind for name, row in BY_FIELD.items()
+        ):
+            given = {**_defaults(), **self.values}
+            object.__setattr__(
+                self, "values", {name: row.convert(given[name]) for name, row in BY_FIELD.items()}
+            )
+
+    @classmethod
+    def of(cls, *, paused: bool = False, read_hold_ms: float = 0.0, **values: float) -> Settings:
+        """Settings with the values given by field (``Settings.of(inflight=100)``)."""
+        return cls(values, paused, read_hold_ms)
+
+    def __hash__(self) -> int:
+        return hash((tuple(self.values.items()), self.paused, self.read_hold_ms))
+
+    def value(self, setting: Setting | str) -> int | float:
+        """The value of a numeric setting (a :class:`Setting` or its field)."""
+        return self.values[setting if isinstance(setting, str) else BY_SETTING[setting].field]
+
+    def with_value(self, setting: Setting, value: float) -> Settings:
+        """These settings with one numeric setting changed."""
+        row = BY_SETTING[setting]
+        return Settings(
+            {**self.values, row.field: row.convert(value)}, self.paused, self.read_hold_ms
+        )
+
+    def changed(
+        self, *, paused: bool | None = None, read_hold_ms: float | None = None, **values: float
+    ) -> Settings:
+        """These settings with the values given by field (``changed(inflight=100)``) and
+        ``paused`` or ``read_hold_ms`` when given."""
+        return Settings(
+            {**self.values, **values} if values else self.values,
+            self.paused if paused is None else paused,
+            self.read_hold_ms if read_hold_ms is None else read_hold_ms,
+        )
+
+    @property
+    def inflight(self) -> int:
+        return int(self.values["inflight"])
+
+    @property
+    def prefetch(self) -> int:
+        return int(self.values["prefetch"])
+
+    @property
+    def ack_every(self) -> int:
+        return int(self.values["ack_every"])
+
+    @property
+    def rate(self) -> float:
+        return float(self.values["rate"])
+
+    @property
+    def publishers(self) -> int:
+        return int(self.values["publishers"])
+
+    @property
+    def consumers(self) -> int:
+        return int(self.values["consumers"])
+
 
 def setting_value(settings: Settings, setting: Setting) -> float:
     """The value of a numeric setting in ``settings``."""
-    return float(getattr(settings, BY_SETTING[setting].field))
+    return float(settings.value(setting))
 
 
 @dataclass(frozen=True, slots=True)

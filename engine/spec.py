@@ -184,6 +184,11 @@ FIELDS: dict[str, FieldInfo] = {
     ),
 }
 
+#: The registry's rows with no RunSpec field of their own (settings added from outside the
+#: engine): a spec carries their values in ``added_settings``, by field.
+ADDED: tuple[str, ...] = tuple(row.field for row in STEERABLE if row.field not in FIELDS)
+FIELDS.update({name: _steerable_field(name) for name in ADDED})
+
 #: Fields a spec file may set that are not run settings but instructions to the loader.
 LOADER_KEYS = frozenset({"preset", "scale"})
 
@@ -228,12 +233,16 @@ class RunSpec:
     workers: int = -1
     schedule: tuple[ScheduleStep, ...] = ()
     thresholds: tuple[str, ...] = ()
+    #: The values of the settings in ``ADDED``, by field (each one's default when not given);
+    #: a spec file and the flags give them as top-level fields like any other.
+    added_settings: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         for name, info in FIELDS.items():
-            if name in ("queue_args", "schedule", "thresholds"):
+            if name in ("queue_args", "schedule", "thresholds") or name in ADDED:
                 continue
             _check_field(name, info, getattr(self, name))
+        object.__setattr__(self, "added_settings", _check_added(self.added_settings))
         _check_uri(self.uri)
         if not self.queue_pattern.strip():
             raise SpecError(
@@ -371,6 +380,9 @@ class RunSpec:
         row = BY_SETTING.get(change.setting)
         if row is None or change.value is None:
             return self
+        if row.field in ADDED:
+            added = {**self.added_settings, row.field: row.convert(change.value)}
+            return replace(self, added_settings=added)
         value: dict[str, Any] = {row.field: row.convert(change.value)}
         return replace(self, **value)
 
@@ -451,6 +463,9 @@ class RunSpec:
                 value = dict(value)
             elif f.name == "thresholds":
                 value = list(value)
+            elif f.name == "added_settings":
+                out.update(value)
+                continue
             out[f.name] = value
         return out
 
@@ -506,6 +521,22 @@ def _check_field(name: str, info: FieldInfo, value: Any) -> None:
             f"{name} must be {format_number(low)}..{format_number(high)}{unit}, "
             f"got {format_number(value)}",
         )
+
+
+def _check_added(values: Any) -> dict[str, float]:
+    """The added settings' values, each checked against its row; defaults filled in."""
+    if not isinstance(values, Mapping):
+        raise SpecError("added_settings", f"added_settings must be a table, got {values!r}")
+    unknown = sorted(set(values) - set(ADDED))
+    if unknown:
+        raise SpecError(unknown[0], f"unknown field {unknown[0]!r}")
+    checked: dict[str, float] = {}
+    for name in ADDED:
+        row = BY_FIELD[name]
+        value = values.get(name, row.default)
+        _check_field(name, FIELDS[name], value)
+        checked[name] = row.convert(value)
+    return checked
 
 
 def _check_uri(uri: str) -> None:
@@ -575,7 +606,13 @@ def spec_from_mapping(values: Mapping[str, Any], base: RunSpec | None = None) ->
             f"unknown field {unknown[0]!r}; known fields: {', '.join(FIELDS)}",
         )
     kwargs: dict[str, Any] = {}
+    added = {k: v for k, v in values.items() if k in ADDED}
+    if added:
+        base_added = base.added_settings if base is not None else {}
+        kwargs["added_settings"] = {**base_added, **added}
     for key, value in values.items():
+        if key in ADDED:
+            continue
         if key == "schedule":
             kwargs[key] = parse_schedule(value)
         elif FIELDS[key].kind is float and isinstance(value, int) and not isinstance(value, bool):
@@ -659,9 +696,12 @@ def load_spec_file(path: Path, scale: float | None = None) -> RunSpec:
 
 def spec_value(spec: RunSpec, setting: Setting) -> float:
     """The value a spec gives a numeric setting."""
-    return float(getattr(spec, BY_SETTING[setting].field))
+    field_name = BY_SETTING[setting].field
+    if field_name in ADDED:
+        return float(spec.added_settings[field_name])
+    return float(getattr(spec, field_name))
 
 
 def settings_of(spec: RunSpec) -> Settings:
     """The settings a run starts with, as its spec gives them (one per registry row)."""
-    return Settings(**{row.field: getattr(spec, row.field) for row in STEERABLE})
+    return Settings({row.field: spec_value(spec, row.setting) for row in STEERABLE})

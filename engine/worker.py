@@ -202,7 +202,13 @@ class _Worker:
     async def _apply(self, command: ApplyChange) -> None:
         change = command.change
         try:
-            await _APPLY[change.setting](self, change.value)
+            apply = _APPLY.get(change.setting)
+            if apply is not None:
+                await apply(self, change.value)
+            else:
+                # A row the clients do not act on (a setting added to the registry without
+                # an apply method here) is carried: in force, recorded and judged as asked.
+                self.settings = self.settings.with_value(change.setting, _needs(change.value))
         except (BrokerUnavailable, AmqpClosed) as exc:
             self._error(f"worker {self.index} could not fully apply {change.describe()}: {exc}")
         self.emit(
@@ -222,22 +228,22 @@ class _Worker:
         limit = int(_needs(value))
         for publisher in self.publishers:
             publisher.set_inflight(limit)
-        self.settings = replace(self.settings, inflight=limit)
+        self.settings = self.settings.changed(inflight=limit)
 
     async def _apply_prefetch(self, value: float | None) -> None:
         prefetch = int(_needs(value))
-        self.settings = replace(self.settings, prefetch=prefetch)
+        self.settings = self.settings.changed(prefetch=prefetch)
         await asyncio.gather(*(c.set_prefetch(prefetch) for c in self.consumers))
 
     async def _apply_ack_every(self, value: float | None) -> None:
         every = int(_needs(value))
-        self.settings = replace(self.settings, ack_every=every)
+        self.settings = self.settings.changed(ack_every=every)
         for consumer in self.consumers:
             consumer.set_ack_every(every)
 
     async def _apply_rate(self, value: float | None) -> None:
         rate = float(_needs(value))
-        self.settings = replace(self.settings, rate=rate)
+        self.settings = self.settings.changed(rate=rate)
         for publisher in self.publishers:
             publisher.set_rate(rate)
 
@@ -249,7 +255,7 @@ class _Worker:
             # Set once applied, from the clients that opened: the asked total less this
             # worker's shortfall, so what is recorded is what is connected.
             in_force = total - (self._share(total) - len(self.publishers))
-            self.settings = replace(self.settings, publishers=in_force)
+            self.settings = self.settings.changed(publishers=in_force)
 
     async def _apply_consumers(self, value: float | None) -> None:
         total = int(_needs(value))
@@ -257,7 +263,7 @@ class _Worker:
             await self._resize_consumers(self._share(total))
         finally:
             in_force = total - (self._share(total) - len(self.consumers))
-            self.settings = replace(self.settings, consumers=in_force)
+            self.settings = self.settings.changed(consumers=in_force)
 
     async def _apply_pause(self, value: float | None) -> None:
         self.settings = replace(self.settings, paused=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from itertools import accumulate
 from typing import Any
 
@@ -374,7 +374,9 @@ def run_figures(inputs: RunInputs, max_p99_ms: float | None = None) -> RunFigure
         key=key,
         start_us=start_us,
         phases=tuple(figures),
-        sweeps=tuple(sweeps(key, figures, inputs.sweep_settings, max_p99_ms, fan_out)),
+        sweeps=tuple(
+            sweeps(key, figures, inputs.sweep_settings, max_p99_ms, fan_out, inputs.settings)
+        ),
         whole=whole_row,
         whole_latency={k: _row(c) for k, c in whole_counts.items() if sum(c.values())},
         duration_s=(end_us - start_us) / 1e6,
@@ -485,18 +487,62 @@ def sweeps(
     settings: Sequence[str] = SWEEP_SETTINGS,
     max_p99_ms: float | None = None,
     fan_out: int = 1,
+    held: Sequence[str] = SETTINGS,
 ) -> list[Sweep]:
-    """A run sweeps a setting when its load phases ran at more than one value of it."""
+    """A run sweeps a setting when load phases that ran with every other setting the same
+    (``held``: the run's settings) ran at two or more values of it. Phases at other settings
+    (a capacity probe at no rate limit, a step that changed the rate too) are left out of
+    the comparison and the reasoning says so: their msg/s says nothing about the setting."""
     loaded = load_phases(phases)
     result: list[Sweep] = []
     for setting in settings:
-        values = {p.setting(setting) for p in loaded} - {None}
-        if len(values) < 2:
+        swept, left_out = _held_equal(loaded, setting, [s for s in held if s != setting])
+        if swept is None:
             continue
-        points = tuple(sweep_point(p, setting, fan_out) for p in loaded)
+        points = tuple(sweep_point(p, setting, fan_out) for p in swept)
         recommendation = recommend(setting, points, max_p99_ms, fan_out)
-        result.append(Sweep(key, setting, tuple(loaded), points, recommendation))
+        if left_out:
+            note = (
+                f"left out: {', '.join(left_out)} (other settings than the compared phases' "
+                f"{_settings_text(swept[0], held, setting)})"
+            )
+            recommendation = replace(recommendation, reasoning=(note, *recommendation.reasoning))
+        result.append(Sweep(key, setting, tuple(swept), points, recommendation))
     return result
+
+
+def _held_equal(
+    loaded: Sequence[PhaseFigures], setting: str, others: Sequence[str]
+) -> tuple[list[PhaseFigures] | None, list[str]]:
+    """The load phases that sweep ``setting`` with ``others`` held equal (the group with
+    the most values of it, then the most phases, then the latest), and the labels of those
+    left out; None when no group ran at two values."""
+    groups: dict[tuple[Any, ...], list[PhaseFigures]] = {}
+    for p in loaded:
+        if p.client.get(setting) is None:
+            continue
+        groups.setdefault(tuple(_held_value(p, name) for name in others), []).append(p)
+    ranked = sorted(
+        groups.values(),
+        key=lambda g: (len({p.client[setting] for p in g}), len(g), g[-1].phase.index),
+    )
+    if not ranked or len({p.client[setting] for p in ranked[-1]}) < 2:
+        return None, []
+    chosen = ranked[-1]
+    return chosen, [p.label for p in loaded if p not in chosen]
+
+
+def _held_value(phase: PhaseFigures, name: str) -> Any:
+    value = phase.client.get(name)
+    return round(value, 6) if isinstance(value, float) else value
+
+
+def _settings_text(phase: PhaseFigures, held: Sequence[str], setting: str) -> str:
+    return ", ".join(
+        f"{name}={phase.client[name]:g}"
+        for name in held
+        if name != setting and phase.client.get(name) is not None
+    )
 
 
 def rate_capacity(

@@ -160,6 +160,11 @@ def recommend(
         reasoning.append("no value meets every condition: no recommendation")
         return Recommendation(None, tuple(reasoning))
     best = max(eligible, key=lambda p: p.throughput)
+    if best.throughput <= 0:
+        for point in eligible:
+            reasoning.append(f"{name(point)}: 0 msg/s")
+        reasoning.append("no phase moved a message: nothing to compare, no recommendation")
+        return Recommendation(None, tuple(reasoning))
     floor = THROUGHPUT_TOLERANCE * best.throughput
     reasoning.append(
         f"best throughput {best.throughput:.1f} msg/s at {name(best)}; candidates need "

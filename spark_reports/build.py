@@ -19,13 +19,13 @@ from flowdeck.figures.intervals import interval_maxima
 from flowdeck.figures.stats import Row
 from flowdeck.spark_reports import charts, compare
 from flowdeck.spark_reports.figures import (
-    SWEEP_SETTINGS,
     SessionFigures,
     broker_table,
     build_figures,
     faults_table,
     hosts_table,
     latency_table,
+    sweep_settings,
     sweep_table,
     throughput_table,
 )
@@ -111,7 +111,7 @@ def _comparison_charts(all_figures: Sequence[SessionFigures]) -> list[ChartJob]:
         if len(group) < 2:
             continue
         runs = [(names[i], all_figures[i]) for i in group]
-        for setting in SWEEP_SETTINGS:
+        for setting in sweep_settings([f for _, f in runs]):
             if any(sw.setting == setting for _, f in runs for sw in f.sweeps):
                 result.append(
                     (f"{setting} per run", f"comparison-{setting}", "comparison_chart",

@@ -23,11 +23,11 @@ from matplotlib.ticker import FuncFormatter
 from flowdeck.figures.stats import Row
 from flowdeck.spark_reports.compare import limited_and_not, representative
 from flowdeck.spark_reports.figures import (
-    SETTING_TITLES,
     SWEEP_LATENCY,
     PhaseFigures,
     SessionFigures,
     Sweep,
+    setting_titles,
 )
 from flowdeck.spark_reports.render import VERDICT_COLOURS
 
@@ -362,7 +362,7 @@ def sweep_chart(figures: SessionFigures, sweep: Sweep) -> Figure:
                         label="target")  # fmt: skip
     highest = max([_throughput_of(p) for p in sweep.rows] + [t * figures.fan_out for t in targets])
     _headroom(through, highest)
-    name = SETTING_TITLES[setting]
+    name = setting_titles([figures]).get(setting, setting)
     for axes in (through, lat):
         _log_x_when_wide(axes, values)
         axes.set_xlabel(name)
@@ -420,7 +420,7 @@ def comparison_chart(runs: Sequence[tuple[str, SessionFigures]], setting: str) -
                 lat.axhline(reference_p99, **line)
         targets = [float(t) for p in main if (t := p.client.get("target_rate"))]
         highest = max([highest, *(t * figures.fan_out for t in targets)])
-    name = SETTING_TITLES[setting]
+    name = setting_titles([f for _, f in runs]).get(setting, setting)
     _headroom(through, highest)
     for axes in (through, lat):
         _log_x_when_wide(axes, every_value)

@@ -17,15 +17,16 @@ from typing import Any
 from flowdeck.figures import seed
 from flowdeck.figures.verdict import Verdict
 from flowdeck.spark_reports.figures import (
-    SETTING_TITLES,
     SWEEP_LATENCY,
-    SWEEP_SETTINGS,
     PhaseFigures,
     SessionFigures,
     load_phases,
     ms,
     rounded,
+    setting_titles,
+    setting_word,
     sweep_point,
+    sweep_settings,
 )
 from flowdeck.spark_reports.tables import Cell, Table
 
@@ -33,12 +34,6 @@ from flowdeck.spark_reports.tables import Cell, Table
 DIFFERING_FIELDS: tuple[tuple[str, str], ...] = (
     ("queue_type", "queue"),
     ("confirms", "confirms"),
-    ("inflight", "inflight"),
-    ("prefetch", "prefetch"),
-    ("ack_every", "ack every"),
-    ("rate", "rate"),
-    ("publishers", "publishers"),
-    ("consumers", "consumers"),
     ("queues", "queues"),
     ("message_size", "size"),
     ("persistent", "persistent"),
@@ -46,6 +41,15 @@ DIFFERING_FIELDS: tuple[tuple[str, str], ...] = (
     ("auto_ack", "auto-ack"),
     ("workers", "workers"),
 )
+
+
+def differing_fields(all_figures: Sequence[SessionFigures]) -> list[tuple[str, str]]:
+    """The spec fields that tell runs apart: the queue type and confirms, then every
+    setting the runs recorded (as their manifests list them), then the rest."""
+    settings = list(dict.fromkeys(s.name for f in all_figures for s in f.session.manifest.settings))
+    return [*DIFFERING_FIELDS[:2], *((n, setting_word(n)) for n in settings), *DIFFERING_FIELDS[2:]]
+
+
 #: What makes two runs the same benchmark: the load they put on the broker. Settings,
 #: queue type and confirm mode are what a comparison varies within it.
 BENCHMARK_FIELDS: tuple[str, ...] = ("publishers", "consumers", "queues", "rate", "message_size")
@@ -70,9 +74,10 @@ def differences(all_figures: Sequence[SessionFigures]) -> list[list[str]]:
     at different values of, those values (a sweep reads ``inflight 1→5→25``)."""
     specs = [f.session.manifest.spec for f in all_figures]
     parts: list[list[str]] = [[] for _ in all_figures]
-    for field, word in DIFFERING_FIELDS:
+    swept = sweep_settings(all_figures)
+    for field, word in differing_fields(all_figures):
         shown = [_shown(spec.get(field)) if field in spec else "" for spec in specs]
-        ran = [_swept_values(f, field) for f in all_figures] if field in SWEEP_SETTINGS else shown
+        ran = [_swept_values(f, field) for f in all_figures] if field in swept else shown
         if len(set(ran)) > 1:
             for index, value in enumerate(ran):
                 if value:
@@ -211,7 +216,7 @@ def limited_and_not(
 
 def compared_setting(all_figures: Sequence[SessionFigures]) -> str | None:
     """The setting to line the sessions up by: the first any of them sweeps."""
-    for setting in SWEEP_SETTINGS:
+    for setting in sweep_settings(all_figures):
         if any(sw.setting == setting for f in all_figures for sw in f.sweeps):
             return setting
     return None
@@ -261,7 +266,7 @@ def comparison_table(all_figures: Sequence[SessionFigures]) -> Table:
                 phases = mapping.get(value)
                 row += cells(representative(phases) if phases else None)
             rows.append(tuple(row))
-        title = SETTING_TITLES[setting]
+        title = setting_titles(all_figures).get(setting, setting)
         return Table(
             name=f"comparison-{setting}",
             title=f"{title}: the runs side by side",
@@ -278,10 +283,11 @@ def comparison_table(all_figures: Sequence[SessionFigures]) -> Table:
         )
     keys: list[str] = []
     placed: list[dict[str, PhaseFigures]] = []
+    named = list(dict.fromkeys(s.name for f in all_figures for s in f.session.manifest.settings))
     for figures in all_figures:
         at_settings: dict[str, PhaseFigures] = {}
         for phase in figures.phases:
-            key = phase_key(phase)
+            key = phase_key(phase, named)
             at_settings.setdefault(key, phase)
             if key not in keys:
                 keys.append(key)
@@ -300,18 +306,16 @@ def comparison_table(all_figures: Sequence[SessionFigures]) -> Table:
     )
 
 
-def phase_key(phase: PhaseFigures) -> str:
-    """The settings a phase ran at, as its comparison row is named."""
+def phase_key(phase: PhaseFigures, settings: Sequence[str]) -> str:
+    """The ``settings`` a phase ran at, as its comparison row is named."""
     if phase.is_drain:
         return "drain"
     c = phase.client
     parts = [
-        f"{word}={c[field]}"
-        for field, word in (("inflight", "inflight"), ("prefetch", "prefetch"),
-                            ("ack_every", "ack every"), ("publishers", "publishers"),
-                            ("consumers", "consumers"))
-        if c.get(field) is not None
-    ]  # fmt: skip
+        f"{setting_word(name)}={c[name]}"
+        for name in settings
+        if name != "rate" and c.get(name) is not None
+    ]
     if c.get("rate"):
         parts.append(f"rate={rounded(c['rate'], 1)}")
     if phase.verdict is Verdict.PAUSED:

@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from flowdeck.figures import SWEEP_LATENCY, SWEEP_SETTINGS, PhaseFigures, RunFigures, Sweep
+from flowdeck.figures import SWEEP_LATENCY, PhaseFigures, RunFigures, Sweep
 from flowdeck.figures.latency import QUANTILE_NAMES
 from flowdeck.figures.run import load_phases as run_load_phases
 from flowdeck.figures.run import sweep_point
@@ -18,7 +18,7 @@ from flowdeck.spark_reports.measure import Measurements
 from flowdeck.spark_reports.sessions import Session
 from flowdeck.spark_reports.tables import Cell, Table
 
-__all__ = ["SWEEP_LATENCY", "SWEEP_SETTINGS", "PhaseFigures", "Sweep", "sweep_point"]
+__all__ = ["SWEEP_LATENCY", "PhaseFigures", "Sweep", "sweep_point"]
 
 LATENCY_ORDER: tuple[tuple[str, str], ...] = (
     ("e2e", "actual"),
@@ -26,11 +26,24 @@ LATENCY_ORDER: tuple[tuple[str, str], ...] = (
     ("confirm", "actual"),
     ("confirm", "intended"),
 )
-SETTING_TITLES = {
-    "inflight": "In-flight limit",
-    "prefetch": "Prefetch",
-    "ack_every": "Ack every",
-}
+
+
+def setting_titles(all_figures: Sequence[SessionFigures]) -> dict[str, str]:
+    """Each recorded setting's heading, as the sessions' manifests give it (the registry
+    row each run had; a session before format 1.6: its six)."""
+    return {s.name: s.title for f in all_figures for s in f.session.manifest.settings}
+
+
+def sweep_settings(all_figures: Sequence[SessionFigures]) -> list[str]:
+    """The settings any of the sessions records as swept, in the order they list them."""
+    return list(
+        dict.fromkeys(s.name for f in all_figures for s in f.session.manifest.settings if s.sweep)
+    )
+
+
+def setting_word(name: str) -> str:
+    """A setting's field as a table column and a name part say it: ``ack every``."""
+    return name.replace("_", " ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,9 +173,11 @@ RECOMMENDED_MARK = "★"
 
 
 def throughput_table(figures: SessionFigures) -> Table:
+    # Every setting the run recorded but the rate (the target column carries it).
+    shown = [s.name for s in figures.session.manifest.settings if s.name != "rate"]
     columns = (
-        "phase", "label", "start s", "duration s", "inflight", "prefetch", "ack every",
-        "publishers", "consumers", "target msg/s",
+        "phase", "label", "start s", "duration s", *(setting_word(name) for name in shown),
+        "target msg/s",
         *(name for name, _ in RATE_COLUMNS),
         *(name for name, _ in ACTIVE_COLUMNS),
         "recommended",
@@ -177,8 +192,7 @@ def throughput_table(figures: SessionFigures) -> Table:
                 p.phase.label,
                 rounded(p.start_s),
                 rounded(p.duration_s),
-                *(rounded(c.get(k)) for k in
-                  ("inflight", "prefetch", "ack_every", "publishers", "consumers")),
+                *(rounded(c.get(k)) for k in shown),
                 rounded(c.get("target_rate")),
                 *(rounded(c.get(key)) for _, key in RATE_COLUMNS),
                 *(rounded(c.get(key)) for _, key in ACTIVE_COLUMNS),
@@ -380,7 +394,7 @@ def _inflight_share(value: int, rate: Any) -> str:
 
 
 def sweep_table(figures: SessionFigures, sweep: Sweep) -> Table:
-    title = SETTING_TITLES[sweep.setting]
+    title = setting_titles([figures]).get(sweep.setting, sweep.setting)
     rows = []
     for p in sweep.rows:
         value = int(p.setting(sweep.setting) or 0)

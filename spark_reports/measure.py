@@ -83,10 +83,10 @@ class Measurements:
 
 #: The per-second latencies the timeline chart draws (:data:`SECOND_PERCENTILES` of these).
 CHART_LATENCY_KIND = "e2e"
+#: The client columns the figures read, before the session's own settings (its manifest's).
 CLIENT_COLUMNS = (
     "worker", "interval_s", "published", "confirmed", "consumed", "nacked", "returned",
-    "pending_confirms", "unacked", "blocked_connections", "target_rate", "inflight",
-    "prefetch", "ack_every", "rate", "publishers", "consumers", "paused",
+    "pending_confirms", "unacked", "blocked_connections", "target_rate", "paused",
 )  # fmt: skip
 BROKER_COLUMNS = (
     "source", "stale_reason", "queue_ready", "queue_unacked", "mem_used", "mem_limit",
@@ -245,7 +245,8 @@ def measure(
     clients: dict[str, list[Row]] = {}
     polls: dict[str, list[Row]] = {}
     for session in sessions:
-        clients[session.key] = _small_rows(spark, session, CLIENT_DIR, CLIENT_COLUMNS)
+        settings = [setting.name for setting in session.manifest.settings]
+        clients[session.key] = _small_rows(spark, session, CLIENT_DIR, (*CLIENT_COLUMNS, *settings))
         polls[session.key] = _small_rows(spark, session, BROKER_DIR, BROKER_COLUMNS)
     # The bucket rows are the bulk of a session: Spark sums them per phase and bucket (a
     # few hundred rows per phase), and takes each second's chart percentiles in one pass.
@@ -276,6 +277,8 @@ def measure(
                 polls=polls[session.key],
                 latency=latency.get(session.key, {}),
                 summary=session.manifest.summary,
+                settings=[setting.name for setting in session.manifest.settings],
+                sweep_settings=[s.name for s in session.manifest.settings if s.sweep],
             ),
             max_p99_ms,
         )

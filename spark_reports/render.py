@@ -159,9 +159,9 @@ def session_intro(figures: SessionFigures) -> str:
     spec = ", ".join(
         f"{k}={v}"
         for k, v in m.spec.items()
-        if k in ("queue_type", "queues", "publishers", "consumers", "rate", "inflight",
-                 "prefetch", "ack_every", "size", "confirm", "persistent")
-    )  # fmt: skip
+        if k in ("queue_type", "queues", "size", "confirm", "persistent")
+        or k in {setting.name for setting in m.settings}
+    )
     versions = ", ".join(f"{k} {v}" for k, v in m.versions.items())
     duration = "unknown" if figures.duration_s is None else f"{figures.duration_s:.0f} s"
     return (

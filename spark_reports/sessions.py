@@ -113,13 +113,13 @@ def _slug(text: str) -> str:
     return "-".join(part for part in cleaned.split("-") if part)[:60] or "session"
 
 
-def _local_parts(uri: str) -> tuple[dict[str, tuple[str, ...]], list[str]]:
+def _local_parts(uri: str, manifest: Manifest) -> tuple[dict[str, tuple[str, ...]], list[str]]:
     """Each table's part files that read, and one line per part that does not: Spark fails
     the whole job on one unreadable file, so a broken part must not reach it."""
     parts: dict[str, tuple[str, ...]] = {}
     problems: list[str] = []
-    for table, schema in TABLES.items():
-        good, bad = readable_parts(local_path(uri) / table, schema)
+    for table in TABLES:
+        good, bad = readable_parts(local_path(uri) / table, manifest.schema(table))
         parts[table] = tuple(str(path) for path in good)
         problems += bad
     return parts, problems
@@ -145,7 +145,7 @@ def open_sessions(spark: SparkSession, uris: Sequence[str]) -> tuple[list[Sessio
         events = load_events(spark, uri)
         parts: dict[str, tuple[str, ...]] | None = None
         if is_local(uri):
-            parts, problems = _local_parts(uri)
+            parts, problems = _local_parts(uri, manifest)
             skipped += problems
         end = manifest.end
         if manifest.outcome == OUTCOME_RUNNING:
@@ -182,10 +182,10 @@ _SPARK_TYPES: dict[str, T.DataType] = {
 }
 
 
-def spark_schema(table: str) -> T.StructType:
-    """The Spark schema of one of the format's tables, from its pyarrow schema."""
+def spark_schema(table: str, manifest: Manifest) -> T.StructType:
+    """The Spark schema of one of a session's tables, from its pyarrow schema."""
     fields = []
-    for arrow_field in TABLES[table]:
+    for arrow_field in manifest.schema(table):
         spark_type = _SPARK_TYPES.get(str(arrow_field.type))
         if spark_type is None:
             raise SessionFormatError(
@@ -205,7 +205,6 @@ def read_table(
     """One of the format's tables for all sessions, with a ``session`` key column;
     ``each`` adds a session's own columns to its rows before the sessions are put
     together (constants of the session, not a lookup per row)."""
-    schema = spark_schema(table)
     frames: list[DataFrame] = []
 
     def add(session: Session, frame: DataFrame) -> DataFrame:
@@ -214,6 +213,7 @@ def read_table(
 
     for session in sessions:
         uri = f"{session.uri}/{table}"
+        schema = spark_schema(table, session.manifest)
         if session.parts is not None:
             if not session.parts[table]:
                 continue
@@ -225,10 +225,12 @@ def read_table(
                 continue  # no such directory on a remote file system: the table is empty
         frames.append(add(session, frame))
     if not frames:
-        return add(sessions[0], spark.createDataFrame([], schema))
+        empty = spark.createDataFrame([], spark_schema(table, sessions[0].manifest))
+        return add(sessions[0], empty)
     result = frames[0]
     for frame in frames[1:]:
-        result = result.unionByName(frame)
+        # Sessions that recorded different settings have different client columns.
+        result = result.unionByName(frame, allowMissingColumns=True)
     return result
 
 
@@ -236,12 +238,14 @@ def small_table(spark: SparkSession, session: Session, table: str) -> pa.Table:
     """One of a session's small tables (a row per worker-second or per poll) whole, for the
     driver: a local session's readable parts straight from disk, a remote one's through
     Spark's reader and Arrow. Either way in the format's schema."""
-    schema = TABLES[table]
+    schema = session.manifest.schema(table)
     if session.parts is not None:
         parts = [read_part(Path(part), schema) for part in session.parts[table]]
         return pa.concat_tables(parts) if parts else schema.empty_table()
     try:
-        frame = spark.read.schema(spark_schema(table)).parquet(f"{session.uri}/{table}")
+        frame = spark.read.schema(spark_schema(table, session.manifest)).parquet(
+            f"{session.uri}/{table}"
+        )
     except AnalysisException:
         return schema.empty_table()  # no such directory on a remote file system
     return conform(frame.toArrow(), schema, f"{session.uri}/{table}")

@@ -50,6 +50,8 @@ LABELS: dict[Setting, str] = {row.setting: row.label for row in STEERABLE}
 def _steering_rows() -> list[KeyRow]:
     rows = []
     for row in STEERABLE:
+        if not row.key:  # steered by an exact change (=) only
+            continue
         down, up = row.step.value.split(" / ")
         name = row.setting.value
         rows.append(KeyRow(row.key, f"step('{name}', -1)", f"{row.label}: {down}", "Steer"))

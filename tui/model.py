@@ -47,7 +47,6 @@ from flowdeck.figures import (
     slope,
     trend_of,
 )
-from flowdeck.figures import SWEEP_SETTINGS as FIGURE_SWEEP_SETTINGS
 from flowdeck.figures import PhaseFigures as ReportPhase
 
 if TYPE_CHECKING:
@@ -95,14 +94,7 @@ class PhaseMark:
 
 
 #: How the charts and the per-setting table abbreviate each setting: ``if=40``, ``pf=500``.
-SETTING_TAGS: dict[Setting, str] = {
-    Setting.INFLIGHT: "if",
-    Setting.PREFETCH: "pf",
-    Setting.ACK_EVERY: "ack",
-    Setting.RATE: "rate",
-    Setting.PUBLISHERS: "pub",
-    Setting.CONSUMERS: "con",
-}
+SETTING_TAGS: dict[Setting, str] = {row.setting: row.short_tag for row in STEERABLE}
 #: The flag before a phase the operator marked with a label of their own.
 MARK_FLAG = "⚑"
 
@@ -569,7 +561,7 @@ def run_state(history: RunHistory, settings: Settings) -> RunState:
 SETTLE_SECONDS = 3
 #: The settings the report sweeps: a run that ran two or more values of one gets a
 #: recommendation.
-SWEEP_SETTINGS: tuple[Setting, ...] = tuple(Setting(name) for name in FIGURE_SWEEP_SETTINGS)
+SWEEP_SETTINGS: tuple[Setting, ...] = tuple(row.setting for row in STEERABLE if row.sweep)
 
 
 #: The latency of the table's p50 and p99 (the report's sweep tables' too): end to end, from
@@ -655,7 +647,7 @@ def report_row(
     return SettingRow(
         index=phase.index,
         label=phase.label,
-        settings=replace(base, **values),
+        settings=base.changed(**values),
         seconds=phase.seconds,
         steady=len(settled(seconds)),
         publish=phase.figure("publish_rate_mean"),
@@ -798,11 +790,11 @@ def setting_verdicts(history: RunHistory, max_p99_ms: float | None = None) -> Se
     best_point = None
     for setting in SWEEP_SETTINGS:
         field_name = setting.value
-        if len({getattr(r.settings, field_name) for r in active}) < 2:
+        if len({r.settings.value(field_name) for r in active}) < 2:
             continue
         points = [
             ranked_throughput(
-                int(getattr(r.settings, field_name)), r.consume, r.target, r.p99,
+                int(r.settings.value(field_name)), r.consume, r.target, r.p99,
                 r.verdict or Verdict.OVERLOADED, r.label,
             )
             for r in active

@@ -28,7 +28,9 @@ tables read empty and readers fall back (ticks on whole seconds, one summed node
 added where queues live and nodes' partitions and Raft figures; 1.5 flow control (the
 broker's connections and channels by state, per node and summed, and the run's publishers
 in flow) and the run's messages on the broker's side (accepted, unconfirmed, delivered,
-unacked, acked), null before.
+unacked, acked), null before. 1.6 the manifest's ``settings``: the steerable settings the
+run had (the registry's rows, added ones too), each a client-table column; a session
+before it has the six of :data:`SETTINGS_BEFORE_1_6`.
 This module imports only pyarrow, the standard library and the collectors' bounded file
 reader (``collectors.untrusted``: a manifest linked to /dev/zero is one unreadable session,
 not the end of a listing): the Spark report job may use it and nothing else of flowdeck.
@@ -38,6 +40,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +50,7 @@ import pyarrow.parquet as pq
 
 from flowdeck.collectors import MANIFEST_LIMIT, UnreadableFile, read_file_json
 
-SCHEMA_VERSION = "1.5"
+SCHEMA_VERSION = "1.6"
 SCHEMA_MAJOR = 1
 
 MANIFEST = "manifest.json"
@@ -73,38 +76,92 @@ TIMESTAMP = pa.timestamp("us", tz="UTC")
 #: year 9999 (Python's and Spark's dates end there), less a day for the local time zone.
 LATEST_TIME = 253_402_214_400.0
 
-CLIENT_SCHEMA = pa.schema(
-    [
-        pa.field("ts", TIMESTAMP, nullable=False),  # end of the interval
-        pa.field("elapsed_s", pa.float64(), nullable=False),  # since run start
-        pa.field("worker", pa.int32(), nullable=False),
-        pa.field("interval_s", pa.float64(), nullable=False),
-        # messages in this interval (differences of the cumulative counters)
-        pa.field("published", pa.int64(), nullable=False),
-        pa.field("confirmed", pa.int64(), nullable=False),
-        pa.field("nacked", pa.int64(), nullable=False),
-        pa.field("returned", pa.int64(), nullable=False),
-        pa.field("consumed", pa.int64(), nullable=False),
-        pa.field("acked", pa.int64(), nullable=False),
-        pa.field("redelivered", pa.int64(), nullable=False),
-        pa.field("duplicates", pa.int64(), nullable=False),
-        pa.field("errors", pa.int64()),  # errors the worker reported; null before format 1.1
-        # gauges at the end of the interval
-        pa.field("pending_confirms", pa.int64(), nullable=False),
-        pa.field("unacked", pa.int64(), nullable=False),
-        pa.field("connections", pa.int32(), nullable=False),
-        pa.field("blocked_connections", pa.int32(), nullable=False),
-        pa.field("target_rate", pa.float64(), nullable=False),  # msg/s, 0 = unlimited
-        # settings in force at the end of the interval
-        pa.field("inflight", pa.int32(), nullable=False),
-        pa.field("prefetch", pa.int32(), nullable=False),
-        pa.field("ack_every", pa.int32(), nullable=False),
-        pa.field("rate", pa.float64(), nullable=False),  # per publisher
-        pa.field("publishers", pa.int32(), nullable=False),
-        pa.field("consumers", pa.int32(), nullable=False),
-        pa.field("paused", pa.bool_(), nullable=False),
-    ]
+
+@dataclass(frozen=True, slots=True)
+class RecordedSetting:
+    """A steerable setting as a session records it (format 1.6: the manifest's ``settings``
+    list, from the registry rows the run had): its client-table column and the column's
+    kind, the report's heading, the cockpit's tag, and whether a run at two or more values
+    of it is a sweep."""
+
+    name: str
+    kind: str  # "int" | "float"
+    title: str
+    tag: str
+    sweep: bool = False
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return pa.int32() if self.kind == "int" else pa.float64()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "kind": self.kind, "title": self.title, "tag": self.tag,
+                "sweep": self.sweep}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, raw: Any, where: str) -> RecordedSetting:
+        if (
+            not isinstance(raw, dict)
+            or not isinstance(raw.get("name"), str)
+            or not raw["name"].isidentifier()
+            or raw.get("kind") not in ("int", "float")
+        ):
+            raise SessionFormatError(f"{where}: a manifest setting must name a column and its "
+                                     f"kind (int or float), got {str(raw)[:60]!r}")  # fmt: skip
+        return cls(raw["name"], raw["kind"], str(raw.get("title") or raw["name"]),
+                   str(raw.get("tag") or raw["name"]), bool(raw.get("sweep", False)))  # fmt: skip
+
+
+#: The settings every session before format 1.6 recorded (its manifest lists none), in
+#: their column order: a fact about those sessions, kept so they read as they always did.
+SETTINGS_BEFORE_1_6: tuple[RecordedSetting, ...] = (
+    RecordedSetting("inflight", "int", "In-flight limit", "if", sweep=True),
+    RecordedSetting("prefetch", "int", "Prefetch", "pf", sweep=True),
+    RecordedSetting("ack_every", "int", "Ack every", "ack", sweep=True),
+    RecordedSetting("rate", "float", "Rate per publisher", "rate"),
+    RecordedSetting("publishers", "int", "Publishers", "pub"),
+    RecordedSetting("consumers", "int", "Consumers", "con"),
 )
+
+_CLIENT_FIELDS = [
+    pa.field("ts", TIMESTAMP, nullable=False),  # end of the interval
+    pa.field("elapsed_s", pa.float64(), nullable=False),  # since run start
+    pa.field("worker", pa.int32(), nullable=False),
+    pa.field("interval_s", pa.float64(), nullable=False),
+    # messages in this interval (differences of the cumulative counters)
+    pa.field("published", pa.int64(), nullable=False),
+    pa.field("confirmed", pa.int64(), nullable=False),
+    pa.field("nacked", pa.int64(), nullable=False),
+    pa.field("returned", pa.int64(), nullable=False),
+    pa.field("consumed", pa.int64(), nullable=False),
+    pa.field("acked", pa.int64(), nullable=False),
+    pa.field("redelivered", pa.int64(), nullable=False),
+    pa.field("duplicates", pa.int64(), nullable=False),
+    pa.field("errors", pa.int64()),  # errors the worker reported; null before format 1.1
+    # gauges at the end of the interval
+    pa.field("pending_confirms", pa.int64(), nullable=False),
+    pa.field("unacked", pa.int64(), nullable=False),
+    pa.field("connections", pa.int32(), nullable=False),
+    pa.field("blocked_connections", pa.int32(), nullable=False),
+    pa.field("target_rate", pa.float64(), nullable=False),  # msg/s, 0 = unlimited
+]
+
+
+def client_schema(settings: Sequence[RecordedSetting] = SETTINGS_BEFORE_1_6) -> pa.Schema:
+    """The client table's schema: the counts and gauges, then the settings in force at the
+    end of the interval (one column per recorded setting, in order), then ``paused``."""
+    return pa.schema(
+        [
+            *_CLIENT_FIELDS,
+            *(pa.field(setting.name, setting.arrow_type, nullable=False) for setting in settings),
+            pa.field("paused", pa.bool_(), nullable=False),
+        ]
+    )
+
+
+#: The client table of a session before format 1.6 (and the columns every session has).
+CLIENT_SCHEMA = client_schema()
+_BASE_CLIENT_COLUMNS = (*(f.name for f in _CLIENT_FIELDS), "paused")
 
 #: Latency bucket rows are recorded at 2 significant digits (bucket width under 1% of the
 #: value), coarser than the engine's live 3-digit histograms: a 3-digit histogram of one
@@ -288,6 +345,15 @@ class Manifest:
     summary: dict[str, Any] | None = None
     stop_reason: str = ""
     recording_error: str = ""  # why recording stopped early; "" when it did not
+    #: The steerable settings the run had, each a client-table column (format 1.6; a
+    #: session before it: :data:`SETTINGS_BEFORE_1_6`).
+    settings: tuple[RecordedSetting, ...] = SETTINGS_BEFORE_1_6
+
+    def schema(self, table: str) -> pa.Schema:
+        """Table ``table``'s schema in this session (the client table has its settings)."""
+        if table == CLIENT_DIR:
+            return client_schema(self.settings)
+        return TABLES[table]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -304,6 +370,7 @@ class Manifest:
             "summary": self.summary,
             "stop_reason": self.stop_reason,
             "recording_error": self.recording_error,
+            "settings": [setting.to_json() for setting in self.settings],
         }
 
 
@@ -369,7 +436,21 @@ def read_manifest(session_dir: Path) -> Manifest:
         summary=_summary(raw, path),
         stop_reason=str(raw.get("stop_reason", "")),
         recording_error=str(raw.get("recording_error") or ""),
+        settings=_settings(raw, path),
     )
+
+
+def _settings(raw: dict[str, Any], path: Path) -> tuple[RecordedSetting, ...]:
+    listed = raw.get("settings")
+    if listed is None:
+        return SETTINGS_BEFORE_1_6
+    if not isinstance(listed, list) or not listed:
+        raise _wrong(path, "settings", "a list of settings", listed)
+    settings = tuple(RecordedSetting.from_json(item, str(path)) for item in listed)
+    names = [setting.name for setting in settings]
+    if len(set(names)) < len(names) or set(names) & set(_BASE_CLIENT_COLUMNS):
+        raise SessionFormatError(f"{path}: manifest settings repeat a column: {names}")
+    return settings
 
 
 def _wrong(path: Path, key: str, expected: str, value: Any) -> SessionFormatError:

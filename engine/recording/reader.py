@@ -193,7 +193,8 @@ class Session:
                 polls=_rows(self.table(fmt.BROKER_DIR)),
                 latency=self._phase_buckets(phases, start_us) if latency else {},
                 summary=self.manifest.summary,
-                settings=[name for name in SETTING_COLUMNS if name in fmt.CLIENT_SCHEMA.names],
+                settings=[setting.name for setting in self.manifest.settings],
+                sweep_settings=[s.name for s in self.manifest.settings if s.sweep],
             ),
             max_p99_ms,
         )
@@ -339,6 +340,9 @@ class Session:
         columns = {name: client.column(name).to_pylist() for name in client.column_names}
         cumulative: dict[int, Counters] = {}
         snapshots = []
+        # The settings this flowdeck knows (one the run had and this process has not is
+        # left out; one this process has and the run had not takes its default).
+        known = [name for name in SETTING_COLUMNS if name in columns]
         for i in range(client.num_rows):
             worker = int(columns["worker"][i])
             elapsed = float(columns["elapsed_s"][i])
@@ -357,12 +361,7 @@ class Session:
                     connections=int(columns["connections"][i]),
                     blocked=int(columns["blocked_connections"][i]),
                     settings=Settings(
-                        inflight=int(columns["inflight"][i]),
-                        prefetch=int(columns["prefetch"][i]),
-                        ack_every=int(columns["ack_every"][i]),
-                        rate=float(columns["rate"][i]),
-                        publishers=int(columns["publishers"][i]),
-                        consumers=int(columns["consumers"][i]),
+                        {name: columns[name][i] for name in known},
                         paused=bool(columns["paused"][i]),
                     ),
                     target_rate=float(columns["target_rate"][i]),
@@ -644,8 +643,13 @@ class Session:
 
     def _recorded_spec(self) -> RunSpec | None:
         """The run's spec from the manifest; None when this flowdeck cannot read it back."""
+        # A setting the run had that this process has not is no spec field here: its
+        # values stay in the client table, the spec is read without it.
+        recorded = {s.name for s in self.manifest.settings} - set(SETTING_COLUMNS)
         try:
-            return spec_from_mapping(self.manifest.spec)
+            return spec_from_mapping(
+                {k: v for k, v in self.manifest.spec.items() if k not in recorded}
+            )
         except (SpecError, TypeError, ValueError):
             return None
 
@@ -676,7 +680,7 @@ class Session:
         )
 
     def _read_table(self, name: str) -> pa.Table:
-        schema = fmt.TABLES[name]
+        schema = self.manifest.schema(name)
         parts = []
         for part in fmt.part_files(self.path / name):
             try:
@@ -760,7 +764,7 @@ def _start_settings(spec: RunSpec | None, snapshots: Sequence[ClientSnapshot]) -
         return settings_of(spec)
     if snapshots:
         return snapshots[0].settings
-    return Settings(inflight=0, prefetch=0, ack_every=1, rate=0.0, publishers=0, consumers=0)
+    return Settings.of(inflight=0, prefetch=0, rate=0.0, publishers=0, consumers=0)
 
 
 def open_session(path: Path) -> Session:

@@ -41,7 +41,14 @@ from flowdeck.engine.progress import RunSummary, Tick
 from flowdeck.engine.recording import format as fmt
 from flowdeck.engine.recording.location import SESSIONS_DIR_ENV as SESSIONS_DIR_ENV
 from flowdeck.engine.recording.location import default_sessions_root as default_sessions_root
-from flowdeck.engine.recording.rows import broker_row, client_row, interval_delta, t_us
+from flowdeck.engine.recording.rows import (
+    CLIENT_SCHEMA,
+    RECORDED_SETTINGS,
+    broker_row,
+    client_row,
+    interval_delta,
+    t_us,
+)
 from flowdeck.engine.sinks import PrometheusRow, RunStarted
 from flowdeck.engine.snapshot import ClientSnapshot, Counters
 from flowdeck.engine.spec import RunSpec
@@ -175,7 +182,7 @@ def _latency_table(
 
 
 #: The client and broker tables' columns in schema order, by the names their rows use.
-_CLIENT_COLUMNS = tuple("t_us" if name == "ts" else name for name in fmt.CLIENT_SCHEMA.names)
+_CLIENT_COLUMNS = tuple("t_us" if name == "ts" else name for name in CLIENT_SCHEMA.names)
 _BROKER_COLUMNS = tuple("t_us" if name == "ts" else name for name in fmt.BROKER_SCHEMA.names)
 _KEY_INDEX: dict[LatencyKey, int] = {key: index for index, key in enumerate(LATENCY_KEYS)}
 _KINDS = pa.array([kind.value for kind, _ in LATENCY_KEYS], type=pa.string())
@@ -493,7 +500,7 @@ class Recorder:
         self._last_flush = time.monotonic()
         if self._client_rows:
             rows, self._client_rows = self._client_rows, []
-            self._queue_part(fmt.CLIENT_DIR, lambda: _rows_table(rows, fmt.CLIENT_SCHEMA))
+            self._queue_part(fmt.CLIENT_DIR, lambda: _rows_table(rows, CLIENT_SCHEMA))
         if self._latency:
             intervals, self._latency = self._latency, []
             self._queue_part(fmt.LATENCY_DIR, lambda: _latency_table(intervals, self._decoder))
@@ -582,6 +589,7 @@ class Recorder:
             summary=summary,
             stop_reason=stop_reason,
             recording_error=self.error or "",
+            settings=RECORDED_SETTINGS,
         )
         text = json.dumps(manifest.to_json(), indent=2, sort_keys=False) + "\n"
 

@@ -13,7 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import pyarrow as pa
+
 from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.recording.format import RecordedSetting, client_schema
 from flowdeck.engine.settings import STEERABLE
 from flowdeck.engine.snapshot import ClientSnapshot, Counters
 
@@ -24,8 +27,20 @@ COUNT_COLUMNS: tuple[str, ...] = (
     "published", "confirmed", "nacked", "returned", "consumed", "acked", "redelivered",
     "duplicates",
 )  # fmt: skip
-#: The setting columns every client row carries: one per registry row, in its order.
-SETTING_COLUMNS: tuple[str, ...] = tuple(row.field for row in STEERABLE)
+#: The steerable settings as this flowdeck records them: one per registry row, in its order
+#: (the manifest lists them; each is a client-table column).
+RECORDED_SETTINGS: tuple[RecordedSetting, ...] = tuple(
+    RecordedSetting(
+        row.field, "int" if row.kind is int else "float", row.heading, row.short_tag, row.sweep
+    )
+    for row in STEERABLE
+)
+#: The setting columns every client row carries.
+SETTING_COLUMNS: tuple[str, ...] = tuple(setting.name for setting in RECORDED_SETTINGS)
+#: The settings a run at two or more values of sweeps (the figures judge and recommend).
+SWEEP_COLUMNS: tuple[str, ...] = tuple(s.name for s in RECORDED_SETTINGS if s.sweep)
+#: The client table this flowdeck writes.
+CLIENT_SCHEMA: pa.Schema = client_schema(RECORDED_SETTINGS)
 
 
 def t_us(at: float) -> int:
@@ -57,7 +72,7 @@ def client_row(snap: ClientSnapshot, delta: Counters, started_at: float) -> Row:
         "connections": snap.connections,
         "blocked_connections": snap.blocked,
         "target_rate": snap.target_rate,
-        **{name: getattr(settings, name) for name in SETTING_COLUMNS},
+        **settings.values,
         "paused": settings.paused,
     }
     return row

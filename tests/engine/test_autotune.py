@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import pytest
 
@@ -33,7 +33,7 @@ from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
 from flowdeck.engine.spec import RunSpec, settings_of
 from flowdeck.figures import PhaseLoad, Verdict, ranked_throughput, recommend, variation
 
-SETTINGS = Settings(inflight=1, prefetch=100, ack_every=1, rate=1000, publishers=1, consumers=1)
+SETTINGS = Settings.of(inflight=1, prefetch=100, ack_every=1, rate=1000, publishers=1, consumers=1)
 
 
 # -- the ladder ----------------------------------------------------------------------------------
@@ -43,13 +43,13 @@ def test_the_inflight_ladder_is_the_seeds_percentages_of_the_rate_and_below() ->
     # 1% 2% 5% 10% 20% 50% 100% 200% of 1000, and 0.1% 0.2% 0.5% below them
     assert ladder(Setting.INFLIGHT, SETTINGS) == (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
     # benchmark #4: 60 msg/s per publisher -> 5% is 3, 10% is 6, 20% is 12, 100% is 60
-    bench4 = ladder(Setting.INFLIGHT, replace(SETTINGS, rate=60))
+    bench4 = ladder(Setting.INFLIGHT, SETTINGS.changed(rate=60))
     assert {3, 6, 12, 60, 120} <= set(bench4) and bench4[0] == 1
 
 
 def test_the_ack_ladder_stays_within_half_the_prefetch() -> None:
-    assert ladder(Setting.ACK_EVERY, replace(SETTINGS, prefetch=60)) == (1, 3, 6, 12, 30)
-    assert ladder(Setting.PREFETCH, replace(SETTINGS, rate=0)) == PLAIN_LADDER
+    assert ladder(Setting.ACK_EVERY, SETTINGS.changed(prefetch=60)) == (1, 3, 6, 12, 30)
+    assert ladder(Setting.PREFETCH, SETTINGS.changed(rate=0)) == PLAIN_LADDER
 
 
 def test_the_three_windows_and_the_rate_are_tuned() -> None:
@@ -453,7 +453,7 @@ def test_started_mid_run_it_judges_its_first_step_by_that_step_alone() -> None:
     came first, and the first step (in-flight 1: 200 msg/s) must read 200, not the run's
     totals since its start."""
     run = knee_run()
-    run.settings = replace(run.settings, inflight=50)
+    run.settings = run.settings.changed(inflight=50)
     knee = Knee(run)
     for _ in range(20):
         knee.second_passes()

@@ -27,7 +27,7 @@ from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.progress import DataSafety, PendingChange, Percentiles, RunSummary, Tick
 from flowdeck.engine.snapshot import ActiveTimes, Counters, Settings
 
-SETTINGS = Settings(inflight=200, prefetch=60, ack_every=6, rate=30.0, publishers=2, consumers=2)
+SETTINGS = Settings.of(inflight=200, prefetch=60, ack_every=6, rate=30.0, publishers=2, consumers=2)
 P = Percentiles(count=100, p50=1.5, p75=2.0, p95=3.0, p99=4.5, p999=6.0, max=9.0)
 
 

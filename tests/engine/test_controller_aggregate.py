@@ -31,7 +31,7 @@ from flowdeck.engine.snapshot import (
 )
 
 E2E = (LatencyKind.END_TO_END, SendBasis.ACTUAL)
-SETTINGS = Settings(inflight=10, prefetch=10, ack_every=1, rate=100, publishers=1, consumers=1)
+SETTINGS = Settings.of(inflight=10, prefetch=10, ack_every=1, rate=100, publishers=1, consumers=1)
 
 
 def snapshot(

@@ -42,7 +42,7 @@ def _tick(second: int, published: int, inflight: int = 50) -> Tick:
         unacked=3,
         connections=4,
         blocked=1,
-        settings=Settings(
+        settings=Settings.of(
             inflight=inflight, prefetch=100, ack_every=10, rate=100.0, publishers=2, consumers=2
         ),
         latency={

@@ -32,7 +32,9 @@ def _snap(worker: int, at: float, total: int, interval: float = 1.0) -> ClientSn
         unacked=0,
         connections=2,
         blocked=0,
-        settings=Settings(1000, 1000, 1, 100.0, 1, 1),
+        settings=Settings.of(
+            inflight=1000, prefetch=1000, ack_every=1, rate=100.0, publishers=1, consumers=1
+        ),
         target_rate=100.0,
         latency={E2E: encode(histogram)},
     )

@@ -229,3 +229,29 @@ def test_publishers_held_by_credit_flow_while_consumers_keep_up_are_throttled() 
     (phase,) = run_figures(RunInputs("s", START_US, phases, rows, polls)).phases
     assert phase.verdict is Verdict.THROTTLED, phase.reason
     assert phase.reason.startswith("publishers in credit flow for 19 s of 20 (≥ 50%)")
+
+
+def test_a_sweep_compares_only_phases_that_held_every_other_setting() -> None:
+    # The demo's shape: a capacity probe at no rate limit and in-flight 200 moves the most
+    # messages; then in-flight 1, 10 and 100 at a target of 4 × 1,000 msg/s. The probe's
+    # msg/s says nothing about in-flight (its rate differs), so it is no candidate.
+    plan = [(200, 0.0, 9_000), (1, 1000.0, 2_500), (10, 1000.0, 4_000), (100, 1000.0, 4_000)]
+    rows, events = [], [event(0, "phase", "capacity probe")]
+    latency = {}
+    for index, (inflight, rate, moved) in enumerate(plan):
+        if index:
+            events.append(event(index * 20, "change_applied", f"inflight={inflight}", index))
+        for second in range(index * 20, index * 20 + 20):
+            rows.append(row(second, moved, moved, inflight=inflight, rate=rate,
+                            target_rate=rate * 4))  # fmt: skip
+        latency[(index, "e2e", "actual")] = buckets(5.0)
+    phases = tuple(split_phases(events, START, START + 80))
+    figures = run_figures(RunInputs(key="s", start_us=START_US, phases=phases, client_rows=rows,
+                                    polls=[poll(s + 1.5, 20) for s in range(80)],
+                                    latency=latency))  # fmt: skip
+    (sweep,) = figures.sweeps
+    assert [p.phase.index for p in sweep.rows] == [1, 2, 3]
+    recommendation = sweep.recommendation
+    assert recommendation.value == 10, recommendation.reasoning
+    assert recommendation.reasoning[0].startswith("left out: capacity probe (other settings")
+    assert "rate=1000" in recommendation.reasoning[0]

@@ -96,6 +96,20 @@ def test_recommendation_is_the_smallest_limit_near_the_best_throughput() -> None
     assert recommend("inflight", points, max_p99_ms=1.0).value is None
 
 
+def test_a_sweep_in_which_no_phase_moved_a_message_recommends_nothing() -> None:
+    # Every phase consumed nothing (a broker that took nothing, consumers that never
+    # started): there is no best throughput to be near, and no value to name.
+    points = [
+        SweepPoint(10, 0.0, 1.0, Verdict.BACK_PRESSURED),
+        SweepPoint(20, 0.0, 1.0, Verdict.BACK_PRESSURED),
+    ]
+    chosen = recommend("inflight", points)
+    assert chosen.value is None
+    assert chosen.reasoning[-1] == (
+        "no phase moved a message: nothing to compare, no recommendation"
+    )
+
+
 def test_the_drain_event_starts_a_last_phase_of_its_own() -> None:
     events = [
         event(0, "run_started"),

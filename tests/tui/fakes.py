@@ -85,7 +85,7 @@ class FakeControl:
                 self._requested, **{change.setting.value: kind(change.value or 0)}
             )
             if 0 < self._requested.prefetch < self._requested.ack_every:
-                self._requested = replace(self._requested, ack_every=self.settings.ack_every)
+                self._requested = self._requested.changed(ack_every=self.settings.ack_every)
                 raise SpecError(
                     "ack_every",
                     f"ack_every ({int(change.value or 0)}) must not exceed prefetch "
@@ -141,7 +141,7 @@ class FakeControl:
                 self.phase = change.label
             elif change.value is not None:
                 kind = int if change.setting is not Setting.RATE else float
-                self.settings = replace(self.settings, **{change.setting.value: kind(change.value)})
+                self.settings = self.settings.changed(**{change.setting.value: kind(change.value)})
                 self.phase_index += 1
                 self.phase = change.describe()
             self.emit(

@@ -9,7 +9,7 @@ the same snapshots) make of the same phases can be compared number for number.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 from flowdeck.engine.change import Change, Setting
@@ -25,7 +25,7 @@ from tests.tui.fakes import T0
 
 #: Four publishers at 500 msg/s each.
 TARGET = 2000.0
-SETTINGS = Settings(inflight=5, prefetch=100, ack_every=1, rate=500.0, publishers=4, consumers=4)
+SETTINGS = Settings.of(inflight=5, prefetch=100, ack_every=1, rate=500.0, publishers=4, consumers=4)
 SECONDS_PER_PHASE = 12
 QUEUE_DEPTH = 120
 
@@ -123,7 +123,7 @@ def sweep_updates(
     totals = Counters()
     for index, phase in enumerate(phases):
         rate = SETTINGS.rate if phase.rate is None else phase.rate
-        settings = replace(SETTINGS, inflight=phase.inflight, paused=phase.paused, rate=rate)
+        settings = SETTINGS.changed(inflight=phase.inflight, paused=phase.paused, rate=rate)
         target = 0.0 if phase.paused else rate * SETTINGS.publishers
         if index:
             yield RunEvent(

@@ -129,7 +129,7 @@ def test_a_watcher_reads_the_step_off_the_settings_in_force(tour: Tour) -> None:
         for change in step.changes:
             in_force = replace(in_force, **{change.setting.value: change.value})
         assert tour.step_of(in_force) == index
-    assert tour.step_of(replace(settings, inflight=7)) is None
+    assert tour.step_of(settings.changed(inflight=7)) is None
 
 
 def figures_now(**changes: Any) -> StepFigures:
@@ -560,7 +560,7 @@ async def test_a_watcher_follows_the_presenters_steps_and_steers_nothing(probed:
         await pilot.pause()
         assert screen.probing and "watching the presenter's tour" in header_text(screen)
         # the presenter's step 2 is in force: 1 % of 2,700 msg/s in flight
-        fake.settings = replace(fake.settings, inflight=27, rate=2700.0, ack_every=1)
+        fake.settings = fake.settings.changed(inflight=27, rate=2700.0, ack_every=1)
         fake.emit_tick()
         await pilot.pause()
         await pilot.pause()

@@ -67,7 +67,14 @@ def recorded(tmp_path: Path) -> Path:
                     unacked=10,
                     connections=2,
                     blocked=0,
-                    settings=Settings(inflight, 100, 1, 400.0, 1, 1),
+                    settings=Settings.of(
+                        inflight=inflight,
+                        prefetch=100,
+                        ack_every=1,
+                        rate=400.0,
+                        publishers=1,
+                        consumers=1,
+                    ),
                     target_rate=400.0,
                     latency={(LatencyKind.END_TO_END, SendBasis.ACTUAL): latency_blob(1000)},
                 )

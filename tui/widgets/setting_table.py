@@ -66,7 +66,7 @@ def row_setting(row: SettingRow, varying: tuple[Setting, ...]) -> str:
     """What sets the phase apart: the settings that differ between phases (``if=40
     pf=500``), then what started the phase when it is not one of those (a mark's ``⚑ label``,
     ``pause``, ``resume``, ``drain``); with nothing varied yet, the phase's own label."""
-    parts = [format_tag(s, getattr(row.settings, s.value)) for s in varying]
+    parts = [format_tag(s, row.settings.value(s)) for s in varying]
     tag = "drain" if row.drain else phase_tag(row.label)
     if not parts or (tag not in parts and tag != "start"):
         parts.append(tag)
@@ -79,7 +79,7 @@ def varying_settings(rows: tuple[SettingRow, ...]) -> tuple[Setting, ...]:
     return tuple(
         row.setting
         for row in STEERABLE
-        if row.setting in SETTING_TAGS and len({getattr(r.settings, row.field) for r in load}) > 1
+        if row.setting in SETTING_TAGS and len({r.settings.value(row.field) for r in load}) > 1
     )
 
 

@@ -15,7 +15,9 @@ from flowdeck.engine.latency import LATENCY_KEYS, LatencyKey, encode, new_histog
 from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
 from flowdeck.engine.spec import RunSpec
 
-SETTINGS = Settings(inflight=200, prefetch=100, ack_every=2, rate=500.0, publishers=2, consumers=2)
+SETTINGS = Settings.of(
+    inflight=200, prefetch=100, ack_every=2, rate=500.0, publishers=2, consumers=2
+)
 SPEC = RunSpec(
     name="synthetic sweep",
     uri="amqp://flow:s3cret-pw@127.0.0.1:5672/%2F",

@@ -236,7 +236,18 @@ def test_the_row_builders_fill_every_column_of_their_tables() -> None:
     sample = BrokerSample(
         source="management", taken_at=2.0, figures_at=2.0, statistics_interval=1.0
     )
-    snap = ClientSnapshot(0, 2.0, 1.0, Counters(), 0, 0, 0, 0, Settings(1, 1, 1, 1.0, 1, 1), 0.0)
+    snap = ClientSnapshot(
+        0,
+        2.0,
+        1.0,
+        Counters(),
+        0,
+        0,
+        0,
+        0,
+        Settings.of(inflight=1, prefetch=1, ack_every=1, rate=1.0, publishers=1, consumers=1),
+        0.0,
+    )
     for row, schema in (
         (broker_row(sample, 1.0), fmt.BROKER_SCHEMA),
         (client_row(snap, Counters(), 1.0), fmt.CLIENT_SCHEMA),

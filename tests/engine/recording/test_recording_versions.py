@@ -16,6 +16,7 @@ from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.recording import format as fmt
 from flowdeck.engine.recording.reader import RECORDED_NODES, list_sessions, open_session
 from flowdeck.engine.recording.recorder import Recorder
+from flowdeck.engine.recording.rows import RECORDED_SETTINGS, SETTING_COLUMNS
 from flowdeck.engine.snapshot import Counters
 
 OLD_SESSION = Path(__file__).parent / "fixtures" / "format-1.0-session"
@@ -90,7 +91,10 @@ NODE_FLOW_FIGURES = (
 def test_format_1_5_reads_tick_times_nodes_queue_placement_and_flow(tmp_path: Path) -> None:
     path, start = record_ticked_run(tmp_path)
     session = open_session(path)
-    assert session.manifest.schema_version == fmt.SCHEMA_VERSION == "1.5"
+    assert session.manifest.schema_version == fmt.SCHEMA_VERSION == "1.6"
+    # 1.6: the manifest lists the settings the run had, each a client-table column
+    assert session.manifest.settings == RECORDED_SETTINGS
+    assert [s.name for s in session.manifest.settings] == list(SETTING_COLUMNS)
     ticks = session.ticks()
     assert [t.at for t in ticks] == [start + 1.001, start + 2.001, start + 3.001, start + 3.7]
     # Each tick has the snapshots the controller had and that were taken by its time, as
