@@ -146,6 +146,8 @@ class Spread:
     interval_ms: float
     loop_lag_ms: tuple[float, float, float]  # p50, p99, max of a 5 ms timer's lateness
     snapshot_ms: tuple[float, float]  # median and max of one snapshot's work on the loop
+    cpu_us: float  # this process's CPU per message over the settled seconds
+    cpu_cores: float
 
 
 async def send_spread(uri: str, shape: Shape, seconds: float) -> Spread:
@@ -180,7 +182,10 @@ async def send_spread(uri: str, shape: Shape, seconds: float) -> Spread:
             raise SystemExit("connecting took longer than 20 s: the machine is too busy")
         for publisher in worker.publishers:
             publisher._send = _recording(publisher, publisher._send, sends)  # type: ignore[method-assign]
+        await asyncio.sleep(max(0.0, start_at + 1.0 - time.time()))
+        cpu0, wall0 = time.process_time(), time.monotonic()
         await asyncio.sleep(max(0.0, start_at + seconds - time.time()))
+        cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
         commands.put_nowait(Stop(3.0))
         await task
     finally:
@@ -227,6 +232,8 @@ async def send_spread(uri: str, shape: Shape, seconds: float) -> Spread:
         interval_ms=interval_ns / 1e6,
         loop_lag_ms=(_rank(sorted(lags), 50), _rank(sorted(lags), 99), max(lags, default=0.0)),
         snapshot_ms=(statistics.median(snapshot_ms), max(snapshot_ms)),
+        cpu_us=cpu / max(1, len(offsets)) * 1e6,
+        cpu_cores=cpu / wall,
     )
 
 
@@ -277,7 +284,8 @@ def describe_spread(result: Spread) -> str:
         f"{result.e2e[1]:.2f} ms (from the intended send time {result.e2e_intended[0]:.2f} / "
         f"{result.e2e_intended[1]:.2f} ms); loop lag p50 {result.loop_lag_ms[0]:.2f} ms, p99 "
         f"{result.loop_lag_ms[1]:.2f} ms, max {result.loop_lag_ms[2]:.1f} ms; a snapshot's work "
-        f"on the loop {result.snapshot_ms[0]:.2f} ms (max {result.snapshot_ms[1]:.2f})"
+        f"on the loop {result.snapshot_ms[0]:.2f} ms (max {result.snapshot_ms[1]:.2f}); "
+        f"worker CPU {result.cpu_us:.0f} µs per message, {result.cpu_cores:.2f} cores"
     )
 
 
