@@ -148,6 +148,7 @@ class Spread:
     snapshot_ms: tuple[float, float]  # median and max of one snapshot's work on the loop
     cpu_us: float  # this process's CPU per message over the settled seconds
     cpu_cores: float
+    runqueue_share: float  # of the settled seconds, waiting for a core (Linux schedstat)
 
 
 async def send_spread(uri: str, shape: Shape, seconds: float) -> Spread:
@@ -183,9 +184,10 @@ async def send_spread(uri: str, shape: Shape, seconds: float) -> Spread:
         for publisher in worker.publishers:
             publisher._send = _recording(publisher, publisher._send, sends)  # type: ignore[method-assign]
         await asyncio.sleep(max(0.0, start_at + 1.0 - time.time()))
-        cpu0, wall0 = time.process_time(), time.monotonic()
+        cpu0, wall0, waited0 = time.process_time(), time.monotonic(), _runqueue_seconds()
         await asyncio.sleep(max(0.0, start_at + seconds - time.time()))
         cpu, wall = time.process_time() - cpu0, time.monotonic() - wall0
+        waited = _runqueue_seconds() - waited0
         commands.put_nowait(Stop(3.0))
         await task
     finally:
@@ -234,7 +236,18 @@ async def send_spread(uri: str, shape: Shape, seconds: float) -> Spread:
         snapshot_ms=(statistics.median(snapshot_ms), max(snapshot_ms)),
         cpu_us=cpu / max(1, len(offsets)) * 1e6,
         cpu_cores=cpu / wall,
+        runqueue_share=waited / wall,
     )
+
+
+def _runqueue_seconds() -> float:
+    """Seconds this thread (the worker's loop) has waited for a core, from Linux's
+    schedstat; NaN where that is not available."""
+    try:
+        with open("/proc/thread-self/schedstat") as stat:
+            return int(stat.read().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return float("nan")
 
 
 async def _loop_lag(lags: list[float], since: float, until: float) -> None:
@@ -285,7 +298,8 @@ def describe_spread(result: Spread) -> str:
         f"{result.e2e_intended[1]:.2f} ms); loop lag p50 {result.loop_lag_ms[0]:.2f} ms, p99 "
         f"{result.loop_lag_ms[1]:.2f} ms, max {result.loop_lag_ms[2]:.1f} ms; a snapshot's work "
         f"on the loop {result.snapshot_ms[0]:.2f} ms (max {result.snapshot_ms[1]:.2f}); "
-        f"worker CPU {result.cpu_us:.0f} µs per message, {result.cpu_cores:.2f} cores"
+        f"worker CPU {result.cpu_us:.0f} µs per message, {result.cpu_cores:.2f} cores; the "
+        f"loop waited for a core {result.runqueue_share:.1%} of the time"
     )
 
 
