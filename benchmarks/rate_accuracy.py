@@ -11,11 +11,11 @@ fit), one worker runtime in this process (uvloop), exactly as a run uses it:
 Messages are 1 kB, non-persistent, with confirms (in-flight window 1,000), consumers with
 prefetch 1,000 acking every message — the broker keeps up at these rates. For each
 publisher, messages sent in each window / (rate x window) is its achieved/target. Window
-edges lie half a send interval away from the publishers' schedule (``origin + (k + ½) /
-rate``), so a message sent a little late or early is not counted in the wrong window —
-at 1 msg/s a 10 s window holds exactly 10 messages when the publisher is on time. The
-report gives per-publisher min / median / max over all windows, the worst window, how late
-the sampling itself was, and the client's and broker's CPU.
+edges lie half a send interval away from each publisher's own schedule (``origin + (k + ½)
+/ rate``, its phase included), so a message sent a little late or early is not counted in
+the wrong window — at 1 msg/s a 10 s window holds exactly 10 messages when the publisher
+is on time. The report gives per-publisher min / median / max over all windows, the worst
+window, how late the sampling itself was, and the client's and broker's CPU.
 
 Connecting: the time from the worker's start until all its clients are connected, with
 their channels open and confirm mode / consume set up (the worker connects 64 at a time).
@@ -131,18 +131,23 @@ async def run_case(uri: str, case: Case, windows: int, broker_pid: int | None) -
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.05)  # every publisher's start() ran in the same callback
         publishers = list(worker.publishers)
-        origin_ns = min(p.pacer.intended_ns(0) for p in publishers)
         half = 0.5 / case.rate
-        edges = [origin_ns / 1e9 + SETTLE + half + j * WINDOW for j in range(windows + 1)]
-        counts: list[list[int]] = []
+        # Each publisher sends at its own phase of the send interval: its own window edges.
+        samples = sorted(
+            (p.pacer.intended_ns(0) / 1e9 + SETTLE + half + j * WINDOW, i, j)
+            for i, p in enumerate(publishers)
+            for j in range(windows + 1)
+        )
+        counts = [[0] * len(publishers) for _ in range(windows + 1)]
         meter = CpuMeter([os.getpid(), broker_pid])
-        for edge in edges:
+        metering = False
+        for edge, i, j in samples:
             await asyncio.sleep(max(0.0, edge - time.time()))
-            sampled_at = time.time()
-            counts.append([p.published for p in publishers])
-            late_ms.append((sampled_at - edge) * 1000)
-            if len(counts) == 1:
+            counts[j][i] = publishers[i].published
+            late_ms.append((time.time() - edge) * 1000)
+            if not metering:
                 meter.start()
+                metering = True
         meter.stop()
         target = case.rate * WINDOW
         ratios = [

@@ -17,6 +17,15 @@ PerfTest does), a debt of more than :data:`JITTER_S` of the rate is written off 
 the schedule restarts from now and the skipped sends are counted in :attr:`Pacer.skipped`.
 The intended-send latency stays honest either way: the next message sent carries the
 intended time of the oldest one held back, so the whole stall shows as one sample.
+
+Each schedule starts at its *phase* into the send interval, not at ``now``: publisher ``k``
+sends at ``origin + (phase + n) / rate`` with ``phase = spread_phase(k)``. Publishers
+started together (a run's start, a rate change, a resume) would otherwise all be due in
+the same instant of every interval — 500 publishers at 2 msg/s, one burst of 500 messages
+every 0.5 s that the worker's loop and the broker drain in series, latency made by the
+load tool. PerfTest spreads its producers the same way, with a random start delay. The
+intended time of each message is its own slot, so the latency measured from it stays the
+time the message spent waiting, not the phase.
 """
 
 from __future__ import annotations
@@ -27,6 +36,17 @@ UNLIMITED = 1 << 62
 #: Without catch-up, a debt of up to this many seconds of the rate is a timer's jitter and
 #: is still sent; more is a stall, and is skipped.
 JITTER_S = 0.1
+#: The golden ratio's fractional part: successive multiples of it, taken modulo 1, fall
+#: into the largest gap left by those before (any count of publishers, any worker's share).
+_GOLDEN = 0.6180339887498949
+
+
+def spread_phase(index: int) -> float:
+    """Where in each send interval the ``index``-th publisher sends, as a fraction of the
+    interval. Publishers 0..N-1 cover [0, 1) for any N with no gap wider than 1.9 / N, and
+    publishers added later go into the widest gaps; a worker's share (every W-th index) is
+    spread too."""
+    return (index * _GOLDEN) % 1.0
 
 
 class Pacer:
@@ -37,13 +57,20 @@ class Pacer:
         "_origin_count",
         "_origin_ns",
         "catch_up",
+        "phase",
         "rate",
         "sent",
         "skipped",
     )
 
-    def __init__(self, rate: float, now_ns: int, *, catch_up: bool = True) -> None:
+    def __init__(
+        self, rate: float, now_ns: int, *, catch_up: bool = True, phase: float = 0.0
+    ) -> None:
+        if not 0.0 <= phase < 1.0:
+            raise ValueError(f"phase must be in [0, 1) of the send interval, got {phase}")
         self.rate = 0.0
+        #: Fraction of the send interval each schedule starts after its ``now``.
+        self.phase = phase
         self.sent = 0
         self.catch_up = catch_up
         #: Sends written off after stalls (only without catch-up).
@@ -57,7 +84,8 @@ class Pacer:
         self.set_rate(rate, now_ns)
 
     def set_rate(self, rate: float, now_ns: int) -> None:
-        """Change the rate (msg/s, 0 = unlimited); the new schedule starts at ``now_ns``."""
+        """Change the rate (msg/s, 0 = unlimited); the new schedule starts at ``now_ns``
+        plus the phase."""
         if rate < 0:
             raise ValueError(f"rate must be >= 0 msg/s, got {rate}")
         self.rate = rate
@@ -65,8 +93,9 @@ class Pacer:
         self.restart(now_ns)
 
     def restart(self, now_ns: int) -> None:
-        """Start the schedule afresh at ``now_ns`` (after a pause: a pause is not a debt)."""
-        self._origin_ns = now_ns
+        """Start the schedule afresh at ``now_ns`` plus the phase (after a pause: a pause is
+        not a debt)."""
+        self._origin_ns = now_ns + int(self.phase * self._interval_ns)
         self._origin_count = self.sent
         self._held_index = -1
 
@@ -74,8 +103,15 @@ class Pacer:
         """Messages due by ``now_ns`` and not yet taken."""
         if self.rate <= 0:
             return UNLIMITED
+        if now_ns < self._origin_ns:
+            return 0  # the schedule starts at its phase, a little after it was (re)started
         scheduled = int((now_ns - self._origin_ns) * self.rate / NS_PER_S) + 1
         owed = max(0, self._origin_count + scheduled - self.sent)
+        if not owed and now_ns >= self.intended_ns(self.sent):
+            # Woken at the next message's intended time, which is rounded down to the
+            # nanosecond (30 msg/s: 33,333,333 ns): the division above can put it a hair
+            # later, and the publisher would sleep again and send it a timer tick late.
+            owed = 1
         if self.catch_up or owed <= max(1.0, self.rate * JITTER_S):
             return owed
         if self._held_index != self.sent:  # the first write-off of this stall

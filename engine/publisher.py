@@ -24,7 +24,7 @@ from functools import partial
 
 from flowdeck.engine.amqp.connection import AmqpClosed, Channel, Connection, NullListener
 from flowdeck.engine.amqp.frames import SEND_FIELDS, publish_template
-from flowdeck.engine.pacer import Pacer
+from flowdeck.engine.pacer import Pacer, spread_phase
 from flowdeck.engine.samples import LatencySamples
 from flowdeck.engine.sequences import SequenceSet
 from flowdeck.engine.snapshot import SequenceRanges
@@ -85,7 +85,11 @@ class Publisher(NullListener):
         self.paused = False
         self.stopped = False
         self.error: AmqpClosed | None = None
-        self.pacer = Pacer(rate, time.time_ns(), catch_up=catch_up)
+        # Each publisher sends at its own point of the send interval (engine.pacer), so
+        # publishers started together do not all send in the same instant.
+        self.pacer = Pacer(
+            rate, time.time_ns(), catch_up=catch_up, phase=spread_phase(publisher_id)
+        )
         self._make_template = partial(
             publish_template,
             exchange=exchange,

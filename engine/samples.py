@@ -2,9 +2,11 @@
 
 Recording into an ``HdrHistogram`` costs microseconds per value in Python; the hot path
 only appends raw nanosecond latencies to typed arrays (tens of nanoseconds), and
-:func:`fold` turns an interval's worth into histogram counts with numpy: values are cut to
-the histogram's own bucket resolution first, so one ``record_value`` per distinct bucket
-gives exactly the histogram that recording every value would.
+:func:`fold` turns an interval's worth into histogram counts with numpy: each value's
+index in the histogram's counts array is HDR's own index arithmetic done on the whole
+array, and the counts are added in place — exactly the histogram that recording every
+value would give. (One ``record_value`` per distinct bucket, as before, cost ~5 µs each:
+4.5 ms for 1,000 latencies of a few ms, four histograms a second on the worker's loop.)
 """
 
 from __future__ import annotations
@@ -12,12 +14,10 @@ from __future__ import annotations
 from array import array
 
 import numpy as np
+import numpy.typing as npt
 from hdrh.histogram import HdrHistogram
 
-from flowdeck.engine.latency import HIGHEST_US, LOWEST_US, SIGNIFICANT_DIGITS
-
-#: Values below 2**_EXACT_BITS µs have their own bucket at 3 significant digits.
-_EXACT_BITS = 11 if SIGNIFICANT_DIGITS == 3 else 64
+from flowdeck.engine.latency import HIGHEST_US, LOWEST_US
 
 
 class LatencySamples:
@@ -37,10 +37,23 @@ def fold(samples: array[int], histogram: HdrHistogram) -> int:
         return 0
     micros = np.frombuffer(samples, dtype=np.int64) // 1000
     micros = np.clip(micros, LOWEST_US, HIGHEST_US)
-    exponent = np.frexp(micros.astype(np.float64))[1]
-    shift = np.maximum(exponent - _EXACT_BITS, 0)
-    values, counts = np.unique((micros >> shift) << shift, return_counts=True)
-    for value, times in zip(values.tolist(), counts.tolist(), strict=True):
-        histogram.record_value(value, times)
+    index, times = np.unique(_counts_index(micros, histogram), return_counts=True)
+    counts = np.ctypeslib.as_array(histogram.counts)
+    counts[index] += times.astype(counts.dtype)
+    histogram.total_count += count
+    histogram.min_value = min(histogram.min_value, int(micros.min()))
+    histogram.max_value = max(histogram.max_value, int(micros.max()))
     del samples[:]
     return count
+
+
+def _counts_index(values: npt.NDArray[np.int64], histogram: HdrHistogram) -> npt.NDArray[np.int64]:
+    """HDR's ``_counts_index_for`` for many values at once (values >= 1, below 2**53)."""
+    half_magnitude = int(histogram.sub_bucket_half_count_magnitude)
+    unit_magnitude = int(histogram.unit_magnitude)
+    mask, half_count = int(histogram.sub_bucket_mask), int(histogram.sub_bucket_half_count)
+    # bit_length(v | sub_bucket_mask): frexp's exponent is exact for integers below 2**53.
+    bits = np.frexp((values | mask).astype(np.float64))[1]
+    bucket = bits.astype(np.int64) - unit_magnitude - (half_magnitude + 1)
+    sub_bucket = values >> (bucket + unit_magnitude)
+    return ((bucket + 1) << half_magnitude) + sub_bucket - half_count

@@ -141,6 +141,19 @@ async def test_silent_server_times_out() -> None:
 # -- publishing and consuming ----------------------------------------------------------
 
 
+async def test_connections_send_without_nagle(shared_uri: str) -> None:
+    """A small frame goes out at once, not held for the broker's delayed ack (Nagle's
+    algorithm would add up to tens of ms at low rates): the loop sets TCP_NODELAY, as
+    PerfTest's client does."""
+    connection = await connect(shared_uri, "test nodelay")
+    try:
+        assert connection.transport is not None
+        sock = connection.transport.get_extra_info("socket")
+        assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
+    finally:
+        await connection.close()
+
+
 async def test_confirms_and_acks_every_n_with_last_partial_batch(
     shared_uri: str, declare: Callable[..., Any], unique_name: str
 ) -> None:

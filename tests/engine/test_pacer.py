@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
 
-from flowdeck.engine.pacer import NS_PER_S, UNLIMITED, Pacer
+from flowdeck.engine.pacer import NS_PER_S, UNLIMITED, Pacer, spread_phase
 
 START = 1_700_000_000 * NS_PER_S
 
@@ -36,7 +37,7 @@ def test_rate_within_one_percent_over_ten_seconds(
 
 
 def test_many_publishers_each_hold_their_rate() -> None:
-    pacers = [Pacer(2.0, START + i * 1_000_000) for i in range(500)]
+    pacers = [Pacer(2.0, START + i * 1_000_000, phase=spread_phase(i)) for i in range(500)]
     counts = [run(p, 10.0, (1.0, 60.0), seed=i) for i, p in enumerate(pacers)]
     assert all(19 <= c <= 21 for c in counts)
 
@@ -111,3 +112,60 @@ def test_without_catch_up_a_long_stall_keeps_its_oldest_intended_time() -> None:
     assert pacer.intended_ns(pacer.sent) == oldest
     pacer.restart(START + 10 * NS_PER_S)  # a pause ends the stall: no debt, no old time
     assert pacer.intended_ns(pacer.sent) == START + 10 * NS_PER_S
+
+
+def send_times(pacer: Pacer, until_ns: int) -> list[int]:
+    """When a publisher woken exactly when its next message is due sends each message."""
+    times = []
+    while (due_at := pacer.next_due_ns()) < until_ns:
+        assert pacer.due(due_at - 1) == 0  # nothing goes before its time
+        assert pacer.due(due_at) == 1
+        pacer.take(1)
+        times.append(due_at)
+    return times
+
+
+@pytest.mark.parametrize(("publishers", "rate"), [(500, 2.0), (500, 30.0), (100, 100.0), (7, 1.0)])
+def test_publishers_started_together_send_spread_over_the_interval(
+    publishers: int, rate: float
+) -> None:
+    """Started in the same instant (a run's start), N publishers at rate r send at N
+    distinct points spread over each 1/r interval, not all in that instant; each keeps its
+    rate and sends at the same point of every interval."""
+    interval = NS_PER_S / rate
+    end = START + 4 * int(interval)
+    recorded = [
+        send_times(Pacer(rate, START, phase=spread_phase(i)), end) for i in range(publishers)
+    ]
+    assert all(len(times) == 4 for times in recorded)
+    for n in range(4):
+        offsets = sorted((times[n] - START - n * interval) / interval for times in recorded)
+        assert offsets[0] > -1e-6 and offsets[-1] < 1  # within a ns of the interval
+        gaps = [b - a for a, b in itertools.pairwise(offsets)]
+        gaps.append(1 - offsets[-1] + offsets[0])
+        # Evenly spread, every gap would be 1/N; all in one instant, one gap would be 1.
+        assert max(gaps) <= 2 / publishers, (n, max(gaps))
+        assert min(gaps) > 0.3 / publishers, (n, min(gaps))
+
+
+def test_each_message_intended_at_its_own_slot() -> None:
+    """The intended send time is the publisher's slot, so latency measured from it is the
+    wait, not the phase; a rate change or resume starts again at the same point of the new
+    interval."""
+    phase = spread_phase(3)
+    pacer = Pacer(10.0, START, phase=phase)
+    slot = START + int(phase * NS_PER_S / 10)
+    assert pacer.due(START) == 0
+    assert pacer.next_due_ns() == pacer.intended_ns(0) == slot
+    assert pacer.due(slot + NS_PER_S // 2) == 6  # held back half a second: 6 owed
+    assert [pacer.intended_ns(i) for i in (0, 5)] == [slot, slot + NS_PER_S // 2]
+    pacer.take(6)
+    pacer.set_rate(100.0, START + 10 * NS_PER_S)
+    assert pacer.next_due_ns() == START + 10 * NS_PER_S + int(phase * NS_PER_S / 100)
+    pacer.restart(START + 20 * NS_PER_S)
+    assert pacer.next_due_ns() == START + 20 * NS_PER_S + int(phase * NS_PER_S / 100)
+
+
+def test_phase_outside_the_interval_refused() -> None:
+    with pytest.raises(ValueError, match="phase must be in"):
+        Pacer(1.0, START, phase=1.0)
