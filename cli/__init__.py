@@ -26,6 +26,7 @@ from flowdeck.engine import FlowdeckError, SpecError, did_you_mean
 COMMANDS: dict[str, str] = {
     "run": "run load headless: progress each second, then a summary",
     "steer": "change a running run from another shell; says when each change is in force",
+    "autotune": "start the autopilot on a running run: search a setting from where it is now",
     "runs": "list the runs going on, with their control endpoints",
     "attach": "open the cockpit on a running run; quitting it leaves the run going",
     "presets": "list the built-in presets",

@@ -546,6 +546,8 @@ class Autopilot(NullSink):
         self._opened: dict[int, float] = {}
         self._attached = False
         self._waiting_since: float | None = None
+        #: What it has said (each also an event of the run), in order.
+        self.said: list[str] = []
 
     @staticmethod
     def can_steer(run: object) -> TypeGuard[Steerable]:
@@ -907,6 +909,7 @@ class Autopilot(NullSink):
             self._say(f"autotune could not set {self.setting.value}={value}: {exc}")
 
     def _say(self, message: str) -> None:
+        self.said.append(message)
         self.run.report_event(EventKind.INFO, message)
         if not self.active and self.on_done is not None:
             done, self.on_done = self.on_done, None

@@ -245,6 +245,11 @@ class Controller:
 
     # -- public API ------------------------------------------------------------------------
 
+    @property
+    def sinks(self) -> tuple[Sink, ...]:
+        """What follows the run (the recorder, the screens, an autopilot...)."""
+        return tuple(self._sinks)
+
     def add_sink(self, sink: Sink) -> None:
         """Follow the run: ``sink`` takes every update from now on (see engine.sinks)."""
         self._sinks.append(sink)

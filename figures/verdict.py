@@ -168,6 +168,29 @@ class PhaseLoad:
             return self._per_second(self.consumed) / max(1, self.fan_out)
         return self.consume_rate / max(1, self.fan_out)
 
+    def balance_words(self, *, more: bool = False) -> str:
+        """What consumers took against what the broker took (``more``: said as more than
+        it), in the phase's message counts when known (so no rate is quoted beside the
+        table's msg/s, which divides by each side's active time), else in msg/s."""
+        taken, what = self.taken
+        count = self.confirmed if self.confirm_rate else self.published
+        if self.consumed is not None and count is not None:
+            consumed = self.consumed / max(1, self.fan_out)
+            if more:
+                return (
+                    f"consumers took {consumed:,.0f} messages, more than the {count:,} {what} "
+                    f"in its {self.seconds} s"
+                )
+            return f"consumers took {consumed:,.0f} of the {count:,} messages {what} in its " + (
+                f"{self.seconds} s"
+            )
+        if more:
+            return (
+                f"consumers took {self.consumed_per_copy:.1f} msg/s, more than the {taken:.1f} "
+                f"msg/s {what}"
+            )
+        return f"consumers took {self.consumed_per_copy:.1f} of {taken:.1f} msg/s {what}"
+
     def _per_second(self, count: int) -> float:
         return count / self.seconds if self.seconds > 0 else 0.0
 
@@ -180,7 +203,7 @@ def _depth_words(load: PhaseLoad) -> str:
 
 def draining(load: PhaseLoad) -> str | None:
     """Why the phase drains a backlog (rule 3), or None."""
-    taken, what = load.taken
+    taken, _ = load.taken
     consumed = load.consumed_per_copy
     # A queue that grew over the phase was not drained, whatever its consume mean says (a
     # phase whose consumers started at its end has a mean over a fraction of a second).
@@ -194,8 +217,8 @@ def draining(load: PhaseLoad) -> str | None:
         and consumed - taken >= DEPTH_GROWTH_MIN
     ):
         return (
-            f"consumers took {consumed:.1f} msg/s, more than the {taken:.1f} msg/s {what} "
-            f"(> {CATCH_UP_SHARE:.0%}): a backlog from before was being taken; {_depth_words(load)}"
+            f"{load.balance_words(more=True)} (> {CATCH_UP_SHARE:.0%}): a backlog "
+            f"from before was being taken; {_depth_words(load)}"
         )
     start, recent_slope = load.depth_start, load.depth_recent_slope
     if start is None or recent_slope is None:
@@ -238,12 +261,9 @@ def judge(load: PhaseLoad) -> tuple[Verdict, str]:
         and load.depth_slope > max(DEPTH_GROWTH_MIN, DEPTH_GROWTH_SHARE * load.publish_rate)
     ):
         overloaded.append(f"queue depth growing {load.depth_slope:.1f} msg/s")
-    taken, what = load.taken
+    taken, _ = load.taken
     if taken > 0 and load.consumed_per_copy < CONSUME_KEEPS_UP * taken:
-        overloaded.append(
-            f"consumers take {load.consumed_per_copy:.1f} of {taken:.1f} msg/s {what} "
-            f"(< {CONSUME_KEEPS_UP:.0%})"
-        )
+        overloaded.append(f"{load.balance_words()} (< {CONSUME_KEEPS_UP:.0%})")
     flow = ""
     if load.flow_s > 0:
         flow = f"publishers in credit flow for {load.flow_s:.0f} s"

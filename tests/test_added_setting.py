@@ -27,7 +27,7 @@ from tests.conftest import SHARED_URI
 
 pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(300)]
 
-ROW = '''
+ROW = """
 from flowdeck.engine.settings import Scope, Step, SteerableSetting, new_setting
 
 SETTINGS = SteerableSetting(
@@ -48,10 +48,10 @@ SETTINGS = SteerableSetting(
     sweep=True,
     aliases=("dial",),
 )
-'''
+"""
 
 #: Runs in a process that has the row: a run, then its replay in the cockpit and /metrics.
-SCRIPT = '''
+SCRIPT = """
 import asyncio, json, sys
 from pathlib import Path
 
@@ -98,7 +98,7 @@ endpoint = MetricsEndpoint()
 endpoint.observe(replay.frames[-1].tick)
 found["metrics"] = generate_latest(endpoint.registry).decode()
 print(json.dumps(found))
-'''
+"""
 
 
 def test_a_setting_added_as_one_row_is_recorded_replayed_shown_and_reported(

@@ -155,7 +155,9 @@ def test_generated_blocks_match_the_code() -> None:
 def test_every_spec_field_has_a_row_in_the_engine_page() -> None:
     table = _section(ENGINE_PAGE.read_text(encoding="utf-8"), "spec-fields")
     rows = {line.split("|")[1].strip().strip("`") for line in table.splitlines()[2:]}
-    missing = [f.name for f in fields(RunSpec) if f.name not in rows]
+    # added_settings holds the values of settings added to the registry: each is a field of
+    # its own in FIELDS (a spec file's and a flag's), and has its row as such.
+    missing = [f.name for f in fields(RunSpec) if f.name not in rows | {"added_settings"}]
     assert not missing, f"docs/engine.md has no row for RunSpec fields {missing}"
     assert set(FIELDS) <= rows
 

@@ -28,7 +28,7 @@ FENCE = re.compile(r"^```([\w-]*)\s*\n(.*?)^```", re.DOTALL | re.MULTILINE)
 REQUIRED = {
     "control endpoint": "control endpoint URL (run ID: flowdeck steer, flowdeck attach)",
     "drain": "[ N s] publishing stopped (duration reached); consumers drain for up to N s",
-    "per-phase table": "phase seconds target publish confirm consume eNe pN pN",
+    "per-phase table": "phase seconds target publish confirm consume eNe pN pN pN verdict",
 }
 
 

@@ -191,6 +191,38 @@ class ControlClient:
         result: dict[str, Any] = self._call("POST", "/schedule/resume")
         return result
 
+    def autotune(self, setting: str, **options: Any) -> dict[str, Any]:
+        """Start the autopilot on ``setting`` (``max_p99_ms``, ``max_backlog``, ``hold_s``,
+        ``then`` as POST /autotune takes them; None ones left out); its state."""
+        body = {"setting": setting, **{k: v for k, v in options.items() if v is not None}}
+        result: dict[str, Any] = self._call("POST", "/autotune", json=body)
+        return result
+
+    def autotune_state(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", "/autotune")
+        return result
+
+    def stop_autotune(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", "/autotune/stop")
+        return result
+
+    async def acall(self, method: str, path: str, body: Any = None) -> dict[str, Any]:
+        """A request without blocking the caller's loop (a remote cockpit's autopilot)."""
+        try:
+            async with httpx.AsyncClient(
+                base_url=self.endpoint.url,
+                headers=self._headers,
+                timeout=self._timeout,
+                verify=self.endpoint.verify(),
+            ) as http:
+                response = await http.request(method, path, json=body)
+        except httpx.HTTPError as exc:
+            raise self._unreachable(exc) from None
+        if response.status_code >= 400:
+            raise _refusal(response)
+        result: dict[str, Any] = response.json()
+        return result
+
     async def achange(self, text: str, *, wait: float = 0.0) -> dict[str, Any]:
         """:meth:`change` without blocking the caller's loop (a remote cockpit)."""
         try:

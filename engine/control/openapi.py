@@ -57,6 +57,17 @@ _OPERATIONS = (
                None, {200: ("State", "step fired")}, (401, 409)),
     _Operation("post", "/schedule/resume", "resume_schedule", "let a schedule held by an "
                "operator's change go on", None, {200: ("State", "resumed")}, (401, 409)),
+    _Operation("post", "/autotune", "autotune", "start the autopilot on a setting from "
+               "where the run is now (it waits out a draining backlog, steps the setting, "
+               "judges each step by the run's own figures and leaves the run at the "
+               "report's recommendation); its steps show as events", "AutotuneRequest",
+               {202: ("AutotuneState", "started")}, (400, 401, 409)),
+    _Operation("get", "/autotune", "autotune_state", "the autopilot: where it is, what it "
+               "said, its choice", None, {200: ("AutotuneState", "the autopilot")},
+               (401, 404)),
+    _Operation("post", "/autotune/stop", "autotune_stop", "stop the autopilot; the setting "
+               "stays at the value in force", None,
+               {200: ("AutotuneState", "stopped")}, (401, 409)),
     _Operation("get", "/openapi.json", "openapi", "this description", None,
                {200: ({"type": "object"}, "the OpenAPI description")}, (401,)),
 )  # fmt: skip

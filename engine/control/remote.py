@@ -21,10 +21,11 @@ from typing import Any
 
 from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine.change import Change
-from flowdeck.engine.control.client import ControlClient, Endpoint
+from flowdeck.engine.control.client import ControlClient, ControlRefused, Endpoint
 from flowdeck.engine.control.wire import (
     broker_sample_from_json,
     pending_from_wire,
+    settings_from_wire,
     status_from_json,
     summary_from_json,
     tick_from_json,
@@ -63,8 +64,8 @@ class RemoteRun:
 
     def _take_status(self, raw: dict[str, Any]) -> None:
         status = status_from_json(raw)
-        self._settings = status.settings.in_force
-        self._requested = status.settings.requested
+        self._settings = settings_from_wire(status.settings.in_force)
+        self._requested = settings_from_wire(status.settings.requested)
         self._pending = tuple(pending_from_wire(p) for p in status.pending)
         self._held = status.schedule.held
         self._session_dir = Path(status.session_dir) if status.session_dir else None
@@ -195,6 +196,25 @@ class RemoteRun:
     async def _post_change(self, change: Change) -> None:
         await self.client.achange(change.describe(), wait=0)
         self._refresh()
+
+    def toggle_autotune(self, setting: str) -> None:
+        """Start the autopilot on ``setting`` in the run's own process, or stop the one
+        searching there (the cockpit's ``o`` on a run it attached to); what it says comes
+        back as the run's events, a refusal as an error event."""
+
+        async def toggle() -> None:
+            try:
+                state = await self.client.acall("GET", "/autotune")
+            except ControlRefused as exc:
+                if exc.status != 404:
+                    raise
+                state = {}
+            if state.get("active"):
+                await self.client.acall("POST", "/autotune/stop")
+            else:
+                await self.client.acall("POST", "/autotune", {"setting": setting})
+
+        self._spawn(toggle())
 
     def skip_step(self) -> None:
         self._call(self.client.skip_step)

@@ -37,6 +37,7 @@ import msgspec
 from aiohttp import web
 
 from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.autotune import Autopilot
 from flowdeck.engine.change import parse_change
 from flowdeck.engine.control.address import ControlAddress
 from flowdeck.engine.control.openapi import openapi_description
@@ -44,6 +45,7 @@ from flowdeck.engine.control.registry import RunEntry, process_started, register
 from flowdeck.engine.control.wire import (
     DEFAULT_WAIT_SECONDS,
     MAX_WAIT_SECONDS,
+    AutotuneState,
     ChangeBatch,
     ChangeState,
     Error,
@@ -54,9 +56,11 @@ from flowdeck.engine.control.wire import (
     State,
     Status,
     WaitSeconds,
+    decode_autotune_request,
     decode_change_request,
     encode,
     pending_wire,
+    settings_wire,
     summary_wire,
     tick_wire,
 )
@@ -67,6 +71,21 @@ from flowdeck.engine.sinks import NullSink, RunStarted
 
 if TYPE_CHECKING:
     from flowdeck.engine.controller import Controller
+
+
+def autotune_wire(pilot: Autopilot) -> AutotuneState:
+    """An autopilot as the wire carries it."""
+    recommendation = pilot.recommendation
+    return AutotuneState(
+        setting=pilot.setting.value,
+        state=pilot.state.value,
+        active=pilot.active,
+        steps=len(pilot.search.steps),
+        said=list(pilot.said[-20:]),
+        chosen=pilot.chosen,
+        reasoning=[] if recommendation is None else list(recommendation.reasoning),
+    )
+
 
 log = logging.getLogger(__name__)
 
@@ -190,6 +209,8 @@ class ControlServer(NullSink):
         self._listener: asyncio.Server | None = None
         #: Connections with a request in a handler now (a stream, a change waiting).
         self._busy: set[object] = set()
+        #: The autopilot started through this endpoint (the latest).
+        self.autopilot: Autopilot | None = None
 
     # -- lifetime ------------------------------------------------------------------------
 
@@ -232,6 +253,9 @@ class ControlServer(NullSink):
         app.router.add_post("/stop", self._stop)
         app.router.add_post("/schedule/skip", self._skip_step)
         app.router.add_post("/schedule/resume", self._resume_schedule)
+        app.router.add_post("/autotune", self._post_autotune)
+        app.router.add_get("/autotune", self._autotune_state)
+        app.router.add_post("/autotune/stop", self._stop_autotune)
         app.router.add_get("/openapi.json", self._openapi)
         # aiohttp's keep-alive timeout runs from a connection's opening and from each
         # answer until a whole request has come: the header-read timeout.
@@ -412,7 +436,9 @@ class ControlServer(NullSink):
             started_at=controller.started_at or None,
             session_dir=str(session) if session is not None else None,
             spec=spec.redacted(),
-            settings=SettingsPair(controller.settings, controller.requested_settings),
+            settings=SettingsPair(
+                settings_wire(controller.settings), settings_wire(controller.requested_settings)
+            ),
             pending=[pending_wire(p) for p in controller.pending],
             phase=Phase(int(self._phase["index"]), str(self._phase["label"])),
             schedule=Schedule(
@@ -602,6 +628,69 @@ class ControlServer(NullSink):
         except FlowdeckError as exc:
             raise _Refused(409, str(exc)) from None
         return _answer(State(self.state))  # type: ignore[arg-type]
+
+    async def _post_autotune(self, request: web.Request) -> web.Response:
+        """Start the autopilot on the run as it is now (``flowdeck autotune``, a remote
+        cockpit's ``o``): it follows the run from here, judging its steps by the run's own
+        figures, and its steps show as the run's events."""
+        try:
+            raw = await asyncio.wait_for(request.read(), BODY_TIMEOUT)
+        except TimeoutError:
+            raise _Refused(408, f"the body did not come within {BODY_TIMEOUT:g} s") from None
+        try:
+            asked = decode_autotune_request(raw)
+        except msgspec.MsgspecError as exc:
+            reason = "the body is not JSON" if isinstance(exc, msgspec.DecodeError) else exc
+            raise _Refused(400, f'{reason}; send e.g. {{"setting": "inflight"}}') from None
+        if self.state != "running":
+            raise _Refused(409, f"the run is {self.state}: the autopilot steers a running run")
+        searching = self._searching()
+        if searching is not None:
+            raise _Refused(
+                409,
+                f"an autopilot is already searching {searching.setting.value} on this run; "
+                "stop it first (POST /autotune/stop, or o in the cockpit)",
+            )
+        controller = self.controller
+
+        def done(pilot: Autopilot) -> None:
+            self._spawn(controller.stop("the autopilot is done"), "stop after the autopilot")
+
+        try:
+            pilot = Autopilot(
+                controller,
+                asked.setting,
+                max_p99_ms=asked.max_p99_ms,
+                max_backlog=asked.max_backlog,
+                hold_s=asked.hold_s,
+                on_done=done if asked.then == "stop" else None,
+            )
+        except SpecError as exc:
+            raise _Refused(400, exc.message) from None
+        self.autopilot = pilot
+        pilot.attach()
+        return _answer(autotune_wire(pilot), 202)
+
+    def _searching(self) -> Autopilot | None:
+        """An autopilot searching on this run now: this endpoint's or another (the one
+        ``flowdeck run --autotune`` or the cockpit started)."""
+        for sink in self.controller.sinks:
+            if isinstance(sink, Autopilot) and sink.active:
+                return sink
+        return None
+
+    async def _autotune_state(self, request: web.Request) -> web.Response:
+        pilot = self._searching() or self.autopilot
+        if pilot is None:
+            raise _Refused(404, "no autopilot on this run; POST /autotune starts one")
+        return _answer(autotune_wire(pilot))
+
+    async def _stop_autotune(self, request: web.Request) -> web.Response:
+        pilot = self._searching()
+        if pilot is None:
+            raise _Refused(409, "no autopilot is searching on this run")
+        pilot.stop("stopped through the control endpoint")
+        return _answer(autotune_wire(pilot))
 
     async def _stream(self, request: web.Request) -> web.StreamResponse:
         # What a late client needs first, taken with its subscription in one step so no

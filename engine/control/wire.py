@@ -16,7 +16,7 @@ used as they are; a newer peer's extra fields are ignored when read back.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import msgspec
 from msgspec import UNSET, Meta, Struct, UnsetType
@@ -25,6 +25,7 @@ from flowdeck.collectors.model import BrokerSample
 from flowdeck.engine.change import Change, parse_change
 from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick
+from flowdeck.engine.settings import STEERABLE
 from flowdeck.engine.snapshot import ActiveTimes, Counters, Settings
 from flowdeck.figures.latency import Percentiles
 
@@ -64,6 +65,30 @@ LATENCY_NAMES: dict[tuple[LatencyKind, SendBasis], str] = {
 _LATENCY_KEYS = {name: key for key, name in LATENCY_NAMES.items()}
 
 
+#: The settings as the wire carries them: one field per registry row (its RunSpec field,
+#: e.g. ``inflight``), and ``paused``; made from the registry, so an added row is sent,
+#: read back and described with the rest. A field a peer lacks takes the row's default.
+_SETTINGS_WIRE = msgspec.defstruct(
+    "Settings",
+    [(row.field, row.kind, row.convert(row.default)) for row in STEERABLE]
+    + [("paused", bool, False)],
+    kw_only=True,
+)
+if TYPE_CHECKING:
+    SettingsWire = Any
+else:
+    SettingsWire = _SETTINGS_WIRE
+
+
+def settings_wire(settings: Settings) -> Any:
+    """Settings as the wire carries them (flat: ``{"inflight": 200, ..., "paused": false}``)."""
+    return _SETTINGS_WIRE(**settings.values, paused=settings.paused)
+
+
+def settings_from_wire(wire: Any) -> Settings:
+    return Settings({row.field: getattr(wire, row.field) for row in STEERABLE}, paused=wire.paused)
+
+
 # -- requests ---------------------------------------------------------------------------------
 
 
@@ -88,7 +113,43 @@ class ChangeRequest(Struct, forbid_unknown_fields=True):
         return [self.change] if isinstance(self.change, str) else list(self.changes or ())
 
 
+class AutotuneRequest(Struct, forbid_unknown_fields=True):
+    """POST /autotune: start the autopilot on the running run (as the cockpit's ``o`` and
+    ``flowdeck run --autotune`` do), from where the run is now."""
+
+    setting: Annotated[
+        str,
+        Meta(
+            max_length=40,
+            description="inflight, prefetch or ack_every (the best value), or rate (the "
+            "highest rate this broker sustains for the spec)",
+        ),
+    ]
+    max_p99_ms: Annotated[float, Meta(gt=0, description="stop at a step above this p99")] | None = (
+        None
+    )
+    max_backlog: Annotated[int, Meta(ge=0, description="stop when more are ready")] | None = None
+    hold_s: Annotated[float, Meta(gt=0, le=3600, description="least hold of a step")] | None = None
+    then: Annotated[
+        Literal["stay", "stop"],
+        Meta(description="when done: stay at the choice, or stop the run there"),
+    ] = "stay"
+
+
 # -- answers ----------------------------------------------------------------------------------
+
+
+class AutotuneState(Struct, omit_defaults=True):
+    """The autopilot of this run: what it searches, where it is, what it said last and,
+    once done, its choice and the report's reasoning behind it."""
+
+    setting: str
+    state: Literal["armed", "waiting", "searching", "confirming", "done", "stopped"]
+    active: bool
+    steps: int
+    said: list[str] = []
+    chosen: float | None = None
+    reasoning: list[str] = []
 
 
 class Error(Struct):
@@ -131,8 +192,8 @@ class Pending(Struct):
 
 
 class SettingsPair(Struct):
-    in_force: Settings
-    requested: Settings
+    in_force: SettingsWire
+    requested: SettingsWire
 
 
 class Phase(Struct):
@@ -168,7 +229,7 @@ class TickWire(Struct):
     unacked: int
     connections: int
     blocked: int
-    settings: Settings
+    settings: SettingsWire
     pending: list[Pending] = []
     latency_ms: dict[str, Percentiles] = {}
     phase: str = ""
@@ -223,7 +284,16 @@ class Status(Struct):
 
 
 #: Every body type, named in the OpenAPI document's components.
-SCHEMAS: tuple[Any, ...] = (Error, ChangeRequest, ChangeState, ChangeBatch, State, Status)
+SCHEMAS: tuple[Any, ...] = (
+    Error,
+    ChangeRequest,
+    ChangeState,
+    ChangeBatch,
+    State,
+    Status,
+    AutotuneRequest,
+    AutotuneState,
+)
 
 _ENCODER = msgspec.json.Encoder()
 
@@ -231,6 +301,11 @@ _ENCODER = msgspec.json.Encoder()
 def encode(value: Any) -> bytes:
     """A wire value (or plain JSON data) as JSON bytes."""
     return _ENCODER.encode(value)
+
+
+def decode_autotune_request(body: bytes) -> AutotuneRequest:
+    """A POST /autotune body (msgspec's one-line error when it is not one)."""
+    return msgspec.json.decode(body, type=AutotuneRequest)
 
 
 def decode_change_request(body: bytes) -> ChangeRequest:
@@ -284,13 +359,14 @@ def pending_from_wire(wire: Pending) -> PendingChange:
 _TICK_FIELDS = tuple(
     name
     for name in TickWire.__struct_fields__
-    if name not in ("pending", "latency_ms", "next_step")
+    if name not in ("pending", "latency_ms", "next_step", "settings")
 )
 
 
 def tick_wire(tick: Tick) -> TickWire:
     return TickWire(
         **{name: getattr(tick, name) for name in _TICK_FIELDS},
+        settings=settings_wire(tick.settings),
         pending=[pending_wire(p) for p in tick.pending],
         latency_ms=latency_to_json(tick.latency),
         next_step=tick.next_step.describe() if tick.next_step is not None else None,
@@ -301,6 +377,7 @@ def tick_from_json(raw: Any) -> Tick:
     wire = msgspec.convert(raw, TickWire)
     return Tick(
         **{name: getattr(wire, name) for name in _TICK_FIELDS},
+        settings=settings_from_wire(wire.settings),
         pending=tuple(pending_from_wire(p) for p in wire.pending),
         latency=latency_from_json(wire.latency_ms),
         next_step=change_from_json(wire.next_step) if wire.next_step else None,
@@ -339,10 +416,6 @@ def summary_from_json(raw: Any) -> RunSummary:
 
 def broker_sample_from_json(raw: Any) -> BrokerSample:
     return msgspec.convert(raw, BrokerSample)
-
-
-def settings_from_json(raw: Any) -> Settings:
-    return msgspec.convert(raw, Settings)
 
 
 def status_from_json(raw: Any) -> Status:

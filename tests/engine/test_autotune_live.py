@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -127,3 +128,83 @@ def test_its_choice_at_a_clear_knee_is_the_reports_recommendation(
     assert sweep.recommendation.value == chosen, (said, sweep.recommendation.reasoning)
     table = next(t for t in report.tables if t.name.endswith("-sweep-inflight"))
     assert table.reasoning[-1].startswith(f"recommended inflight={chosen}")
+
+
+async def tune_from_outside(
+    spec: RunSpec, sessions: Path, uri: str, load_s: float
+) -> tuple[Controller, int, str]:
+    """The run as a headless one is: its control endpoint serves it; after ``load_s``
+    seconds of load ``flowdeck autotune inflight URL`` starts the autopilot through it and
+    follows it to its choice; the run goes on at it for a moment and is stopped."""
+    from flowdeck.engine.control.server import ControlServer
+
+    shared = Broker.parse(uri)
+    node = shared.nodes[0]
+    async with DelayedLink(node.host, node.effective_port, ONE_WAY_DELAY_S) as link:
+        far = Broker.parse(
+            str(dataclasses.replace(node, host="127.0.0.1", port=link.port)),
+            management_url=shared.usual_management_url,
+        )
+        controller = Controller(
+            spec, broker=far, recording=RunRecording(sessions), drain_seconds=1, cleanup=True
+        )
+        server = ControlServer(controller, runs_dir=sessions / "runs")
+        controller.add_sink(server)
+        await controller.start()
+        await asyncio.sleep(load_s)
+        command = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "flowdeck.cli", "autotune", "inflight", server.url,
+            "--token", server.token, "--hold", "4s",
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        output, _ = await asyncio.wait_for(command.communicate(), spec.duration)
+        await asyncio.sleep(FINAL_PHASE_S)
+        await controller.stop("the autopilot is done")
+        assert command.returncode is not None
+        return controller, command.returncode, output.decode()
+
+
+def test_started_mid_run_from_another_shell_it_chooses_what_the_report_recommends(
+    spark: Any, shared_uri: str, unique_name: str, tmp_path: Path
+) -> None:
+    """20 s of load at in-flight 500 first (the run's counters far ahead of any step's),
+    then ``flowdeck autotune inflight``: each step is judged on its own phase, so the first
+    (in-flight 1) reads well under the target, and the choice is the report's."""
+    spec = RunSpec(
+        name="autotune-mid-run",
+        queue_pattern=f"{unique_name}-%d",
+        queue_type="quorum",
+        queues=1,
+        publishers=1,
+        consumers=1,
+        rate=1400,
+        inflight=500,
+        prefetch=100,
+        persistent=True,
+        confirms=True,
+        catch_up=False,
+        duration=180,  # a bound
+        workers=0,
+    )
+    controller, code, output = asyncio.run(
+        tune_from_outside(spec, tmp_path / "sessions", shared_uri, load_s=20)
+    )
+    print(output)
+    assert code == 0, output
+    chosen_line = output.strip().splitlines()[-1]
+    assert chosen_line.startswith("autotune inflight=") and chosen_line.endswith(" chosen")
+    chosen = int(chosen_line.removeprefix("autotune inflight=").split()[0])
+    first = next(line for line in output.splitlines() if "step 1 inflight=1:" in line)
+    # The first step's msg/s is its own phase's (a window of 1 holds the publisher near
+    # 350 msg/s), not the run's 20 s at 1,400 msg/s before it.
+    step_rate = float(first.split("inflight=1: ")[1].split(" msg/s")[0].replace(",", ""))
+    assert step_rate < 0.95 * spec.target_rate, first
+    assert controller.settings.inflight == chosen
+
+    session = controller.session_dir
+    assert session is not None
+    report = build_report(spark, [str(session)], tmp_path / "report")
+    (figures,) = report.figures
+    sweep = next(sw for sw in figures.sweeps if sw.setting == "inflight")
+    print("the report:", *sweep.recommendation.reasoning, sep="\n  ")
+    assert sweep.recommendation.value == chosen, (output, sweep.recommendation.reasoning)

@@ -103,5 +103,10 @@ def test_the_openapi_document_is_generated_from_the_wire_types() -> None:
     }  # fmt: skip
     assert {op["operationId"] for path in document["paths"].values() for op in path.values()} == {
         "status", "change", "change_state", "stream", "stop", "skip_step", "resume_schedule",
-        "openapi",
+        "autotune", "autotune_state", "autotune_stop", "openapi",
     }  # fmt: skip
+    # The settings travel flat, one property per registry row and paused.
+    from flowdeck.engine.settings import STEERABLE
+
+    assert set(schemas["Settings"]["properties"]) == {r.field for r in STEERABLE} | {"paused"}
+    assert schemas["AutotuneRequest"]["additionalProperties"] is False

@@ -75,7 +75,8 @@ async def test_change_is_applied_in_every_worker_with_both_times(
     ticks = [u for u in seen if isinstance(u, Tick)]
     assert ticks and ticks[-1].totals.published == summary.safety.published
     assert isinstance(seen[-1], RunSummary)
-    assert summary.outcome == "completed" and summary.phases == 2
+    # the start, the prefetch change and the drain: the per-phase table's rows
+    assert summary.outcome == "completed" and summary.phases == 3
     # the fake counts 100 msg/s per publisher: the mean rate is near 200 msg/s
     assert summary.publish_rate / 200 == pytest.approx(1, abs=0.2)
     assert summary.safety.lost == 0 and summary.safety.published == summary.safety.consumed

@@ -78,12 +78,9 @@ class FakeControl:
 
     def request(self, change: Change, source: str = "operator") -> int:
         if change.setting in BY_SETTING:
-            current = float(getattr(self._requested, change.setting.value))
+            current = float(self._requested.value(change.setting))
             change = change.resolved(current)
-            kind = int if change.setting is not Setting.RATE else float
-            self._requested = replace(
-                self._requested, **{change.setting.value: kind(change.value or 0)}
-            )
+            self._requested = self._requested.with_value(change.setting, change.value or 0)
             if 0 < self._requested.prefetch < self._requested.ack_every:
                 self._requested = self._requested.changed(ack_every=self.settings.ack_every)
                 raise SpecError(

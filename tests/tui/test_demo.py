@@ -127,7 +127,7 @@ def test_a_watcher_reads_the_step_off_the_settings_in_force(tour: Tour) -> None:
     for index, step in enumerate(tour.steps):
         in_force = settings
         for change in step.changes:
-            in_force = replace(in_force, **{change.setting.value: change.value})
+            in_force = in_force.with_value(change.setting, change.value or 0)
         assert tour.step_of(in_force) == index
     assert tour.step_of(settings.changed(inflight=7)) is None
 

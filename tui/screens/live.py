@@ -111,12 +111,23 @@ class LiveScreen(RunScreen):
         if self.autopilot is not None and self.autopilot.active:
             self.autopilot.stop()
             return
+        remote = getattr(self.control, "toggle_autotune", None)
         try:
             if Autopilot.can_steer(self.control):
                 self.autopilot = Autopilot(self.control, "inflight")
                 self.autopilot.attach()
+            elif remote is not None:
+                # A run this cockpit attached to: its own process runs the autopilot (the
+                # control endpoint's /autotune), which o toggles; its steps come back as
+                # the run's events.
+                remote("inflight")
+                self.notify(
+                    "autopilot: asked the run to search the in-flight limit, or to "
+                    "stop searching (o again toggles); its steps show in the events"
+                )
+                return
             else:
-                raise FlowdeckError("the autopilot steers runs this cockpit started")
+                raise FlowdeckError("this run cannot be steered by the autopilot")
         except FlowdeckError as exc:
             self.notify(str(exc), severity="error", title="autopilot refused")
             return
