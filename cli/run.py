@@ -33,7 +33,7 @@ from flowdeck.cli.common import (
     sessions_dir,
 )
 from flowdeck.cli.import_perftest import add_perftest_option, spec_from_run_args
-from flowdeck.cli.summary import add_threshold_arguments, rate_basis
+from flowdeck.cli.summary import add_threshold_arguments, ms_text
 from flowdeck.collectors import printable, redact
 from flowdeck.engine import (
     UNCHECKED_CONNECTIONS_LIMIT,
@@ -750,10 +750,7 @@ def _rate(value: float) -> str:
 
 
 def _ms(p: Percentiles | None, attr: str) -> str:
-    if p is None:
-        return "-"
-    value: float = getattr(p, attr)
-    return f"{value:.2f}" if value < 100 else f"{value:,.0f}"
+    return ms_text(None if p is None else getattr(p, attr))
 
 
 class ProgressPrinter(NullSink):
@@ -806,48 +803,3 @@ def format_tick(tick: Tick) -> str:
         f"  e2e p50 {_ms(e2e, 'p50'):>6} p99 {_ms(e2e, 'p99'):>6} ms"
         f"  blocked {tick.blocked}{marks}"
     )
-
-
-def print_summary(summary: RunSummary, out: TextIO) -> None:
-    s = summary.safety
-    rows = [
-        ("published", s.published, summary.publish_rate),
-        ("confirmed", s.confirmed, summary.confirm_rate),
-        ("consumed", s.consumed, summary.consume_rate),
-        ("nacked", s.nacked, None),
-        ("returned", s.returned, None),
-        ("redelivered", s.redelivered, None),
-        ("duplicates", s.duplicates, None),
-        ("unconfirmed", s.unconfirmed, None),
-        ("lost (confirmed, never consumed)", s.lost, None),
-    ]
-    lines = [
-        "",
-        f"run {printable(summary.name)} {summary.outcome} ({printable(summary.stop_reason)}) "
-        f"after {summary.duration:.1f} s",
-        f"{'messages':<34}{'count':>12}{'mean rate':>14}",
-    ]
-    for label, count, rate in rows:
-        rate_text = f"{rate:,.1f}/s" if rate is not None else ""
-        lines.append(f"{label:<34}{count:>12,}{rate_text:>14}")
-    lines.append(rate_basis(summary))
-    lines.extend(f"incomplete: {line}" for line in summary.incomplete)
-    if not summary.safety.confirms:
-        lines.append("(confirms off: the broker confirmed nothing, so loss cannot be assessed)")
-    if summary.latency:
-        lines.append(
-            f"{'latency (ms)':<28}{'count':>10}{'p50':>9}{'p75':>9}{'p95':>9}{'p99':>9}{'max':>9}"
-        )
-        for (kind, basis), p in sorted(summary.latency.items()):
-            lines.append(
-                f"{kind.value + ' from ' + basis.value + ' send':<28}{p.count:>10,}"
-                + "".join(f"{_ms(p, a):>9}" for a in ("p50", "p75", "p95", "p99", "max"))
-            )
-    if summary.session_dir and Path(summary.session_dir).is_dir():
-        lines.append(f"session: {printable(summary.session_dir)}")
-    if summary.recording_error:
-        lines.append(f"recording: {printable(summary.recording_error)}")
-    for error in summary.errors:
-        lines.append(f"error: {printable(error)}")
-    out.write("\n".join(lines) + "\n")
-    out.flush()

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from flowdeck.collectors import printable
 from flowdeck.engine import (
     THRESHOLDS_FAILED_EXIT,
     UNDELIVERED_EXIT,
@@ -81,7 +82,6 @@ def conclude(
 ) -> int:
     """Check the thresholds, print the summary (text on ``out`` or JSON on stdout), write
     the JUnit file; the exit code."""
-    from flowdeck.cli.run import print_summary  # run.py imports this module
 
     phases = () if figures is None else figures.phases
     results = evaluate_thresholds(
@@ -183,8 +183,8 @@ def print_phases(figures: RunFigures, out: TextIO) -> None:
         lines.append(
             f"{label:<24}{phase.seconds:>8}{target:>10}{phase.figure('publish_rate_mean'):>10,.1f}"
             f"{phase.figure('confirm_rate_mean'):>10,.1f}{phase.figure('consume_rate_mean'):>10,.1f}"
-            f"{_ms(e2e and e2e.p50):>9}{_ms(e2e and e2e.p99):>9}{_ms(e2e and e2e.p999):>9}"
-            f"  {verdict}"
+            + "".join(f"{ms_text(e2e and getattr(e2e, q)):>9}" for q in ("p50", "p99", "p999"))
+            + f"  {verdict}"
         )
     for sweep in figures.sweeps:
         lines.append(sweep.recommendation.reasoning[-1])
@@ -194,7 +194,8 @@ def print_phases(figures: RunFigures, out: TextIO) -> None:
     out.flush()
 
 
-def _ms(value: float | None) -> str:
+def ms_text(value: float | None) -> str:
+    """Milliseconds as every table of the command line prints them (- when not known)."""
     if value is None:
         return "-"
     return f"{value:.2f}" if value < 100 else f"{value:,.0f}"
@@ -221,3 +222,56 @@ __all__ = [
     "rate_basis",
     "with_thresholds",
 ]
+
+
+#: The run's latency table's columns, by their Percentiles names.
+QUANTILE_COLUMNS = ("p50", "p75", "p95", "p99", "p999", "max")
+
+
+def print_summary(summary: RunSummary, out: TextIO) -> None:
+    s = summary.safety
+    rows = [
+        ("published", s.published, summary.publish_rate),
+        ("confirmed", s.confirmed, summary.confirm_rate),
+        ("consumed", s.consumed, summary.consume_rate),
+        ("nacked", s.nacked, None),
+        ("returned", s.returned, None),
+        ("redelivered", s.redelivered, None),
+        ("duplicates", s.duplicates, None),
+        ("unconfirmed", s.unconfirmed, None),
+        ("lost (confirmed, never consumed)", s.lost, None),
+    ]
+    lines = [
+        "",
+        f"run {printable(summary.name)} {summary.outcome} ({printable(summary.stop_reason)}) "
+        f"after {summary.duration:.1f} s",
+        f"{'messages':<34}{'count':>12}{'mean rate':>14}",
+    ]
+    for label, count, rate in rows:
+        rate_text = f"{rate:,.1f}/s" if rate is not None else ""
+        lines.append(f"{label:<34}{count:>12,}{rate_text:>14}")
+    lines.append(rate_basis(summary))
+    lines.extend(f"incomplete: {line}" for line in summary.incomplete)
+    if not summary.safety.confirms:
+        lines.append("(confirms off: the broker confirmed nothing, so loss cannot be assessed)")
+    if summary.latency:
+        lines.append(
+            f"{'latency (ms)':<28}{'count':>10}{'p50':>9}{'p75':>9}{'p95':>9}{'p99':>9}"
+            f"{'p99.9':>9}{'max':>9}"
+        )
+        for (kind, basis), p in sorted(summary.latency.items()):
+            lines.append(
+                f"{kind.value + ' from ' + basis.value + ' send':<28}{p.count:>10,}"
+                + "".join(
+                    f"{ms_text(getattr(p, a)):>9}"
+                    for a in ("p50", "p75", "p95", "p99", "p999", "max")
+                )
+            )
+    if summary.session_dir and Path(summary.session_dir).is_dir():
+        lines.append(f"session: {printable(summary.session_dir)}")
+    if summary.recording_error:
+        lines.append(f"recording: {printable(summary.recording_error)}")
+    for error in summary.errors:
+        lines.append(f"error: {printable(error)}")
+    out.write("\n".join(lines) + "\n")
+    out.flush()

@@ -20,6 +20,7 @@ from flowdeck.engine.presets import (
     FIGURES,
     PRESETS,
     SWEEP_PHASE_SECONDS,
+    load_spec_file,
     matrix,
     preset,
 )
@@ -44,7 +45,6 @@ from flowdeck.engine.spec import (
     FIELDS,
     RunSpec,
     ScheduleStep,
-    load_spec_file,
     schedule_step,
     spec_from_mapping,
 )

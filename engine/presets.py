@@ -12,15 +12,21 @@ Every figure of the write-up has a preset (``FIGURES``): ``benchN-mirrored-*`` r
 classic queues mirrored to two nodes (the write-up's mirrored set-up, which needs a
 cluster: ``flowdeck broker start --nodes 3``), ``benchN-quorum-noconfirms`` and the sweeps
 on quorum queues; :func:`matrix` lists one benchmark's figures for ``flowdeck run --matrix``.
+
+A TOML spec file may start from a preset (``preset = "bench2"``): :func:`load_spec_file`
+reads one, here above both the spec and the presets.
 """
 
 from __future__ import annotations
 
+import tomllib
 from dataclasses import dataclass, replace
+from pathlib import Path
 
+from flowdeck.collectors import SPEC_FILE_LIMIT, UnreadableFile, read_file_text
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.errors import SpecError, did_you_mean
-from flowdeck.engine.spec import RunSpec, ScheduleStep
+from flowdeck.engine.spec import RunSpec, ScheduleStep, spec_from_mapping
 
 #: Seconds each in-flight limit is held in a sweep preset.
 SWEEP_PHASE_SECONDS = 60.0
@@ -237,3 +243,33 @@ def preset(name: str, scale: float = 1.0) -> RunSpec:
             f"all {len(PRESETS)}",
         ) from None
     return spec.scaled(scale)
+
+
+def load_spec_file(path: Path, scale: float | None = None) -> RunSpec:
+    """Read a TOML spec file. A file may start from a preset (``preset = "bench2"``) and
+    set ``scale``; the other keys are RunSpec fields.
+    """
+    try:
+        text = read_file_text(path, what="spec file", limit=SPEC_FILE_LIMIT)
+    except UnreadableFile as exc:
+        raise SpecError("spec", exc.message) from None
+    try:
+        values = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError("spec", f"spec file {path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise SpecError("spec", f"spec file {path} is nested too deeply") from None
+    base = None
+    if "preset" in values:
+        name = values.pop("preset")
+        if not isinstance(name, str):
+            raise SpecError("preset", f"preset must be a preset name, got {name!r}")
+        base = preset(name)
+    file_scale = values.pop("scale", None)
+    if file_scale is not None and (
+        isinstance(file_scale, bool) or not isinstance(file_scale, int | float)
+    ):
+        raise SpecError("scale", f"scale must be a number, got {file_scale!r}")
+    spec = spec_from_mapping(values, base)
+    factor = scale if scale is not None else file_scale
+    return spec.scaled(float(factor)) if factor is not None else spec

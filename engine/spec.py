@@ -8,13 +8,11 @@ TUI form. Scale a spec to a small machine with :meth:`RunSpec.scaled`.
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from pathlib import Path
 from typing import Any, Literal
 
-from flowdeck.collectors import SPEC_FILE_LIMIT, UnreadableFile, read_file_text, redact
+from flowdeck.collectors import redact
 from flowdeck.engine.change import (
     Change,
     NodeFault,
@@ -660,38 +658,6 @@ def schedule_step(at: float, text: str) -> ScheduleStep:
         fault = parse_fault(text)
         return ScheduleStep(at, fault.mark(), fault)
     return ScheduleStep(at, parse_change(text))
-
-
-def load_spec_file(path: Path, scale: float | None = None) -> RunSpec:
-    """Read a TOML spec file. A file may start from a preset (``preset = "bench2"``) and
-    set ``scale``; the other keys are RunSpec fields.
-    """
-    from flowdeck.engine.presets import preset  # presets build on this module
-
-    try:
-        text = read_file_text(path, what="spec file", limit=SPEC_FILE_LIMIT)
-    except UnreadableFile as exc:
-        raise SpecError("spec", exc.message) from None
-    try:
-        values = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError("spec", f"spec file {path} is not valid TOML: {exc}") from None
-    except RecursionError:
-        raise SpecError("spec", f"spec file {path} is nested too deeply") from None
-    base = None
-    if "preset" in values:
-        name = values.pop("preset")
-        if not isinstance(name, str):
-            raise SpecError("preset", f"preset must be a preset name, got {name!r}")
-        base = preset(name)
-    file_scale = values.pop("scale", None)
-    if file_scale is not None and (
-        isinstance(file_scale, bool) or not isinstance(file_scale, int | float)
-    ):
-        raise SpecError("scale", f"scale must be a number, got {file_scale!r}")
-    spec = spec_from_mapping(values, base)
-    factor = scale if scale is not None else file_scale
-    return spec.scaled(float(factor)) if factor is not None else spec
 
 
 def spec_value(spec: RunSpec, setting: Setting) -> float:

@@ -18,8 +18,8 @@ import pytest
 
 from flowdeck.cli import _opens_cockpit, build_parser
 from flowdeck.engine.change import Setting
-from flowdeck.engine.presets import PRESETS
-from flowdeck.engine.spec import FIELDS, RunSpec, load_spec_file
+from flowdeck.engine.presets import PRESETS, load_spec_file
+from flowdeck.engine.spec import FIELDS, RunSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = sorted((ROOT / "docs").glob("*.md"))

@@ -14,7 +14,8 @@ from flowdeck.cli.import_perftest import spec_toml
 from flowdeck.engine.change import Setting
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.perftest import OPTIONS, STREAM_QUEUE_ARGS, spec_from_perftest
-from flowdeck.engine.spec import RunSpec, load_spec_file
+from flowdeck.engine.presets import load_spec_file
+from flowdeck.engine.spec import RunSpec
 
 ISSUE_LINE = "-x 20 -y 20 -u q -qq -r 1000 -c 100 -q 2000 -A 200 -s 1000 -z 300"
 

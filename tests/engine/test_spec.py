@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from flowdeck.cli.common import add_spec_arguments, spec_from_args
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.errors import SpecError
-from flowdeck.engine.spec import FIELDS, RunSpec, ScheduleStep, load_spec_file, spec_from_mapping
+from flowdeck.engine.presets import load_spec_file
+from flowdeck.engine.spec import FIELDS, RunSpec, ScheduleStep, spec_from_mapping
 
 
 def test_defaults_are_valid() -> None:
