@@ -116,6 +116,7 @@ if TYPE_CHECKING:
         open_session,
         open_session_by_id,
     )
+    from flowdeck.engine.recording.rows import broker_row
     from flowdeck.engine.run_recording import RunRecording
     from flowdeck.engine.sinks import Listener, NullSink, Sink, Update, deliver
     from flowdeck.engine.spark_workers import HostRow, SparkPlacement
@@ -168,6 +169,7 @@ _LAZY: dict[str, str] = {
     "RunRecording": "flowdeck.engine.run_recording",
     "METRICS": "flowdeck.engine.thresholds",
     "PhaseTable": "flowdeck.engine.phase_figures",
+    "broker_row": "flowdeck.engine.recording.rows",
     "THRESHOLDS_FAILED_EXIT": "flowdeck.engine.thresholds",
     "ThresholdResult": "flowdeck.engine.thresholds",
     "evaluate_thresholds": "flowdeck.engine.thresholds",
@@ -306,6 +308,7 @@ __all__ = [
     "WorkerReport",
     "broker_for",
     "broker_of",
+    "broker_row",
     "broker_uri",
     "check_exposure",
     "check_runs_dir",

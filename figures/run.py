@@ -314,11 +314,13 @@ def run_figures(inputs: RunInputs, max_p99_ms: float | None = None) -> RunFigure
     whole = stats.session_client_stats(seconds, {key: active.whole_throughput(throughput.values())})
     whole_row = whole[0] if whole else {}
     sent = _sent_by(inputs.client_rows)
+    moved = _counts_moved(inputs.polls)
     fresh = [
-        {**row, "session": key, "before_queues": _before_queues(row, sent)}
-        for row in inputs.polls
+        {**row, "session": key, **moved[index][1],
+         "before_queues": _before_queues(row, sent) if moved[index][0] else None}
+        for index, row in enumerate(inputs.polls)
         if not row.get("stale_reason")
-    ]
+    ]  # fmt: skip
     chosen = stats.chosen_polls(fresh).get(key, [])
     broker = {
         row["phase"]: row
@@ -596,6 +598,46 @@ def _sent_by(rows: Sequence[Row]) -> Callable[[int], float]:
         return total
 
     return sent
+
+
+#: The run's broker-side counts (the run's channels') and the rates of each.
+_RUN_COUNTS = (("run_accepted", "run_accept_rate"), ("run_delivered", "run_deliver_rate"),
+               ("run_acked", "run_ack_rate"))  # fmt: skip
+
+
+def _counts_moved(polls: Sequence[Row]) -> list[tuple[bool, dict[str, Any]]]:
+    """Per poll, whether its count of what the broker took in is new (not one the source
+    gave before), and its broker-side rates taken between the polls where the counts moved
+    (None at a poll where they did not).
+
+    The management API gives a channel's counts as of its last statistics emission, which
+    can lag the poll by seconds (on a private node here the counts stepped every ~5 s under
+    1 s polls): a count repeated from the source's previous poll says nothing about now,
+    and set against the clients' count at the poll's time it reads as messages waiting
+    that were taken in long ago (a 40 msg/s run read 159 waiting); a rate over the span of
+    one step reads five steps' messages in one (42,000 msg/s where consumers took 10,000).
+    Counts and rates are taken at the polls where the count first shows."""
+    last: dict[str, tuple[float, Row]] = {}
+    moved: list[tuple[bool, dict[str, Any]]] = []
+    for row in polls:
+        source, accepted = str(row.get("source")), row.get("run_accepted")
+        previous = last.get(source)
+        if accepted is None:
+            moved.append((False, {}))
+            continue
+        if previous is not None and previous[1]["run_accepted"] == accepted:
+            moved.append((False, {rate: None for _, rate in _RUN_COUNTS}))
+            continue
+        at = int(row["t_us"]) / 1e6 - float(row.get("age_s") or 0.0)
+        rates: dict[str, Any] = {rate: None for _, rate in _RUN_COUNTS}
+        if previous is not None and at > previous[0]:
+            for count, rate in _RUN_COUNTS:
+                now, before = row.get(count), previous[1].get(count)
+                if now is not None and before is not None:
+                    rates[rate] = max(0.0, float(now) - float(before)) / (at - previous[0])
+        moved.append((True, rates))
+        last[source] = (at, row)
+    return moved
 
 
 def _before_queues(poll: Row, sent: Callable[[int], float]) -> float | None:

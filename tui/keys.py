@@ -89,6 +89,12 @@ KEY_TABLE: tuple[KeyRow, ...] = (
         "View",
     ),
     KeyRow("h", "show_tab('hosts')", "show the per-host table (workers, msg/s, CPU)", "View"),
+    KeyRow(
+        "f",
+        "show_tab('flow')",
+        "show where the messages wait (before the queues, in them, at consumers; credit flow)",
+        "View",
+    ),
     KeyRow("question_mark", "help", "this help (F1 too)", "View", 1, "help"),
     KeyRow("ctrl+p", "command_palette", "command palette (every action by name)", "View"),
 )

@@ -48,6 +48,7 @@ from flowdeck.figures import (
     trend_of,
 )
 from flowdeck.figures import PhaseFigures as ReportPhase
+from flowdeck.figures.pipeline import Pipeline, pipeline_of
 
 if TYPE_CHECKING:
     from flowdeck.engine import HostRow
@@ -320,6 +321,9 @@ class RunHistory:
     draining: bool = False
     #: Workers that lost their broker connection and have not got it back.
     outages: int = 0
+    #: The broker's count of what it took in, and the pipeline as of when it first showed
+    #: (an attached run's flow tab: a repeated count is not compared with the clients' now).
+    _pipeline_seen: tuple[int, Pipeline] | None = None
     #: The clock ages are measured against: None = the wall clock (a live run); a replay
     #: sets it to the recorded time being shown.
     clock: float | None = None
@@ -481,6 +485,37 @@ class RunHistory:
             self._report_at = time.monotonic()
             self._report_cost = self._report_at - now
         return cache[2]
+
+    def pipeline(self) -> Pipeline | None:
+        """Where the run's messages are at the latest broker poll (``figures.pipeline``):
+        from the run's own figures when the screen has the workers' snapshots, else (an
+        attached run) from the last sample and the clients' count at its time, as the last
+        tick's total less what its publish rate sent since."""
+        from flowdeck.engine import broker_row
+
+        tick = self.last_tick
+        pending = tick.pending_confirms if tick is not None else None
+        figures = self.report_figures()
+        if figures is not None and figures.polls:
+            # The last poll whose count of what the broker took in was new (a repeated
+            # count says nothing about now: figures.run).
+            polls = [p for p in figures.polls if p.get("before_queues") is not None]
+            return pipeline_of((polls or list(figures.polls))[-1], pending)
+        sample = self.sample
+        if sample is None or self.started_at is None:
+            return None
+        seen = self._pipeline_seen
+        if seen is not None and sample.run_accepted is not None and seen[0] == sample.run_accepted:
+            return seen[1]  # the same count again: as of when it first showed
+        row = broker_row(sample, self.started_at)
+        if tick is not None and sample.run_accepted is not None:
+            since = max(0.0, tick.at - sample.figures_at)
+            sent = tick.totals.published - tick.publish_rate * since
+            row["before_queues"] = max(0.0, sent - sample.run_accepted)
+        found = pipeline_of(row, pending)
+        if sample.run_accepted is not None:
+            self._pipeline_seen = (sample.run_accepted, found)
+        return found
 
     @property
     def sample(self) -> BrokerSample | None:

@@ -22,13 +22,15 @@ from flowdeck.engine.controller import Controller
 from flowdeck.engine.recording.reader import open_session
 from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec
+from flowdeck.figures.pipeline import BEFORE_QUEUES, WAIT_MIN, pipeline_of
 from tests.private_nodes import PrivateNodes
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(240)]
 
 
 async def recorded_run(node: LocalBroker, spec: RunSpec, sessions: Path) -> list[BrokerSample]:
-    """Run ``spec`` on ``node`` to its end, recorded; its management samples read back."""
+    """Run ``spec`` on ``node`` to its end, recorded; its management samples read back
+    (the session is the only one in ``sessions``)."""
     broker = Broker.parse(
         node.uri,
         management_url=node.management_url,
@@ -87,6 +89,11 @@ async def test_a_small_credit_and_fast_publishers_record_connections_in_flow(
     assert all(len(s.publishers_in_flow) == s.run_publishers_flow for s in named)
     assert all((s.run_publishers_flow or 0) <= (s.run_publishers or 0) <= 2 for s in named)
     assert any((n.connections_flow or 0) > 0 for s in in_flow for n in s.nodes)
+    # Where the messages waited: before the queues, held by the flow, as the flow tab and
+    # the replay read it off the recorded polls.
+    waiting = most_before_the_queues(tmp_path)
+    print(f"most messages waiting before the queues at one poll: {waiting:,.0f}")
+    assert waiting >= WAIT_MIN
 
 
 async def test_the_default_credit_and_a_gentle_rate_record_none(
@@ -106,3 +113,16 @@ async def test_the_default_credit_and_a_gentle_rate_record_none(
     # the run's clients were seen all along, and what they sent was taken in
     assert max(s.run_publishers or 0 for s in samples) == 2
     assert max(s.run_accepted or 0 for s in samples) > 0
+    assert most_before_the_queues(tmp_path) < WAIT_MIN
+
+
+def most_before_the_queues(sessions: Path) -> float:
+    """The most messages the recorded run had sent and the broker not yet taken in, over
+    its polls (``figures.pipeline`` on the session's figures)."""
+    (session,) = (p for p in sessions.iterdir() if p.is_dir())
+    figures = open_session(session).figures(latency=False)
+    pipelines = [
+        pipeline_of(poll) for poll in figures.polls if poll.get("run_accepted") is not None
+    ]
+    assert pipelines, "no poll said what the broker took in"
+    return max(p.place(BEFORE_QUEUES).messages or 0.0 for p in pipelines)

@@ -230,3 +230,36 @@ async def test_queue_table_sorts_a_thousand_queues_and_keeps_the_cursor_on_its_q
         await pilot.pause()
         assert len(table.queue_names) == 10
         assert table.cursor_row < 10
+
+
+async def test_the_flow_tab_says_where_the_messages_wait() -> None:
+    """Queue depth low, latency up: the flow tab (f) shows the messages sent and not yet
+    taken in by the broker, the wait they explain and the publishers in credit flow."""
+    from dataclasses import replace
+
+    from flowdeck.tui.widgets.pipeline import PipelinePanel, render_pipeline
+
+    fake = FakeControl()
+    app = FlowdeckApp(control=fake)
+    async with app.run_test(size=(160, 48)) as pilot:
+        screen = await started(pilot, fake, seconds=10)
+        # The ticks' clients had sent 10 x 1,900 by 10 s; the broker took in 10,000 by the
+        # poll's figures (1 s before 10 s: 17,100 sent then) at 1,000 msg/s.
+        sample = replace(
+            make_sample(T0 + 10, age=1.0, queues=1),
+            run_accepted=10_000,
+            run_accept_rate=1000.0,
+            run_publishers=4,
+            run_publishers_flow=3,
+            connections_flow=3,
+            channels_flow=3,
+        )
+        fake.emit(sample)
+        await pilot.press("f")
+        await pilot.pause()
+        text = rich_text(render_pipeline(screen.history.pipeline(), screen.history))
+        assert screen.query_one(PipelinePanel).display
+        assert "before the queues" in text
+        assert "most messages wait before the queues: 7,100 ≈ 7.1 s at 1,000 msg/s" in text
+        assert "(3 of 4 publishers in credit flow)" in text
+        assert "3 of 4 publishers · 3 connections, 3 channels in flow" in text

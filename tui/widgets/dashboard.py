@@ -16,6 +16,7 @@ from flowdeck.tui.widgets.figure_strip import FigureStrip
 from flowdeck.tui.widgets.gauges import BrokerGauges
 from flowdeck.tui.widgets.host_table import HostPanel
 from flowdeck.tui.widgets.latency_chart import LatencyChart
+from flowdeck.tui.widgets.pipeline import PipelinePanel
 from flowdeck.tui.widgets.queue_table import QueueTable
 from flowdeck.tui.widgets.run_header import RunHeader
 from flowdeck.tui.widgets.setting_table import SettingTable
@@ -25,8 +26,9 @@ from flowdeck.tui.widgets.throughput_chart import ThroughputChart
 
 class Dashboard(Widget):
     """Header, alarm banner, settings, the figure strip, charts on the left, broker gauges
-    and the event log / queue table / per-setting table / per-host table on the right (the
-    hosts tab only once the run has several workers or one on another host). Wide terminals (class
+    and the event log / queue table / per-setting table / flow (where the messages wait) /
+    per-host table on the right (the hosts tab only once the run has several workers or
+    one on another host). Wide terminals (class
     ``-wide``, set by the screen) give the right column more room so the queue table shows
     more columns and rows.
     """
@@ -82,6 +84,8 @@ class Dashboard(Widget):
                         yield QueueTable(id="queue-table")
                     with TabPane("per setting", id="verdicts"):
                         yield SettingTable(id="setting-table")
+                    with TabPane("flow", id="flow"):
+                        yield PipelinePanel(id="pipeline")
                     with TabPane("hosts", id="hosts"):
                         yield HostPanel(id="host-panel")
 
@@ -107,6 +111,8 @@ class Dashboard(Widget):
         tabs = self.query_one(TabbedContent)
         if tabs.active == "verdicts":
             self.query_one(SettingTable).show(history)
+        elif tabs.active == "flow":
+            self.query_one(PipelinePanel).show(history)
         self.show_hosts(history)
 
     def show_hosts(self, history: RunHistory) -> None:
@@ -134,8 +140,11 @@ class Dashboard(Widget):
             return
         self._queues = sample.queues
         # Hundreds of queues cost real time to update; a hidden table waits until shown.
-        if self.query_one(TabbedContent).active == "queues":
+        active = self.query_one(TabbedContent).active
+        if active == "queues":
             self.query_one(QueueTable).show(sample.queues)
+        elif active == "flow":
+            self.query_one(PipelinePanel).show(history)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "queues":
@@ -144,6 +153,8 @@ class Dashboard(Widget):
             self.query_one(SettingTable).show(self._history)
         elif event.pane.id == "hosts" and self._history is not None:
             self.query_one(HostPanel).show(self._history)
+        elif event.pane.id == "flow" and self._history is not None:
+            self.query_one(PipelinePanel).show(self._history)
 
     def add_event(self, history: RunHistory, event: RunEvent) -> None:
         self._history = history
