@@ -60,9 +60,13 @@ class PhaseTable(NullSink):
         self._last: dict[int, Counters] = {}
         self._keys = tuple(latency_keys)
         self._decoder = BucketDecoder()
-        #: Snapshots' buckets not yet merged: (snapshot time, {key: (values, counts)}).
-        self._held: deque[tuple[float, dict[LatencyKey, tuple[Any, Any]]]] = deque()
+        #: Snapshots' buckets not yet merged: (snapshot time, {key: (values, counts)},
+        #: {queue: (values, counts)}).
+        self._held: deque[
+            tuple[float, dict[LatencyKey, tuple[Any, Any]], dict[str, tuple[Any, Any]]]
+        ] = deque()
         self._latency: dict[tuple[int, str, str], Counter[int]] = {}
+        self._queue_latency: dict[tuple[int, str], Counter[int]] = {}
 
     # -- as a sink ---------------------------------------------------------------------------
 
@@ -116,7 +120,12 @@ class PhaseTable(NullSink):
             for key, blob in snap.latency.items()
             if blob and key in self._keys
         }
-        self._held.append((snap.at, buckets))
+        queues = {
+            queue: recorded_buckets(blob, self._decoder)
+            for queue, blob in snap.queue_latency.items()
+            if blob
+        }
+        self._held.append((snap.at, buckets, queues))
         self._merge_held(older_than=snap.at - HOLD_S)
 
     def add_event(self, event: RunEvent) -> None:
@@ -154,6 +163,7 @@ class PhaseTable(NullSink):
             summary=self._summary,
             settings=SETTING_COLUMNS,
             sweep_settings=SWEEP_COLUMNS,
+            queue_latency=self._queue_latency,
         )
         return run_figures(inputs, max_p99_ms)
 
@@ -172,12 +182,18 @@ class PhaseTable(NullSink):
             return
         start_us = t_us(self._started_at)
         while self._held and self._held[0][0] < older_than:
-            at, buckets = self._held.popleft()
+            at, buckets, queues = self._held.popleft()
             second = second_of(t_us(at), start_us)
             index = phase_at(phases, middle_of(second, start_us)).index
             for (kind, basis), (values, counts) in buckets.items():
                 merge_buckets(
                     self._latency.setdefault((index, kind.value, basis.value), Counter()),
+                    values.tolist(),
+                    counts.tolist(),
+                )
+            for queue, (values, counts) in queues.items():
+                merge_buckets(
+                    self._queue_latency.setdefault((index, queue), Counter()),
                     values.tolist(),
                     counts.tolist(),
                 )

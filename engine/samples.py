@@ -30,8 +30,9 @@ class LatencySamples:
         self.intended = array("q")
 
 
-def fold(samples: array[int], histogram: HdrHistogram) -> int:
-    """Record ``samples`` (ns) into ``histogram`` (µs), empty the array; returns the count."""
+def fold(samples: array[int], histogram: HdrHistogram, *, keep: bool = False) -> int:
+    """Record ``samples`` (ns) into ``histogram`` (µs) and empty the array (``keep``: leave
+    it, to fold it into another histogram too); returns the count."""
     count = len(samples)
     if not count:
         return 0
@@ -43,7 +44,8 @@ def fold(samples: array[int], histogram: HdrHistogram) -> int:
     histogram.total_count += count
     histogram.min_value = min(histogram.min_value, int(micros.min()))
     histogram.max_value = max(histogram.max_value, int(micros.max()))
-    del samples[:]
+    if not keep:
+        del samples[:]
     return count
 
 

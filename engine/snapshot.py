@@ -144,6 +144,9 @@ class ClientSnapshot:
     settings: Settings
     target_rate: float
     latency: Mapping[tuple[LatencyKind, SendBasis], bytes] = field(default_factory=dict)
+    #: End-to-end latency from the actual send per queue consumed from, this interval
+    #: (HDR-encoded; a queue with no delivery in the interval is absent).
+    queue_latency: Mapping[str, bytes] = field(default_factory=dict)
     blocked_reasons: tuple[str, ...] = ()
     errors: tuple[str, ...] = ()
     #: CPU seconds (user + system) the worker's process had used when the snapshot left it,

@@ -141,7 +141,9 @@ class _Worker:
         self.next_sequence: dict[int, int] = {}
         self.tally = ConsumerTally({})
         self.confirm_latency = LatencySamples()
-        self.e2e_latency = LatencySamples()
+        #: End-to-end latencies by the queue they were consumed from: each queue's own
+        #: percentiles, and the run's all of them together (folded at each snapshot).
+        self.e2e_latency: dict[str, LatencySamples] = {}
         self.errors: list[str] = []
         self._new_errors: list[str] = []
         self.run_start_ns = int(assignment.start_at * 1e9) - 1_000_000
@@ -406,7 +408,7 @@ class _Worker:
             auto_ack=spec.auto_ack,
             arguments=arguments,
             tally=self.tally,
-            latency=self.e2e_latency,
+            latency=self.e2e_latency.setdefault(queue, LatencySamples()),
             run_start_ns=self.run_start_ns,
         )
         try:
@@ -602,17 +604,27 @@ class _Worker:
         self._last_snapshot = now
         self._adjust_read_hold(interval)
         encoded: dict[tuple[LatencyKind, SendBasis], bytes] = {}
-        for kind, samples in (
-            (LatencyKind.CONFIRM, self.confirm_latency),
-            (LatencyKind.END_TO_END, self.e2e_latency),
+        for basis, values in (
+            (SendBasis.ACTUAL, self.confirm_latency.actual),
+            (SendBasis.INTENDED, self.confirm_latency.intended),
         ):
-            for basis, values in (
-                (SendBasis.ACTUAL, samples.actual),
-                (SendBasis.INTENDED, samples.intended),
-            ):
-                histogram = hdr.new_histogram()
-                fold(values, histogram)
-                encoded[(kind, basis)] = hdr.encode(histogram)
+            histogram = hdr.new_histogram()
+            fold(values, histogram)
+            encoded[(LatencyKind.CONFIRM, basis)] = hdr.encode(histogram)
+        # End to end: every queue's latencies into the run's histograms, and each queue's
+        # from the actual send into its own (the seed's per-queue percentile lines).
+        actual, intended = hdr.new_histogram(), hdr.new_histogram()
+        per_queue: dict[str, bytes] = {}
+        for queue, samples in self.e2e_latency.items():
+            fold(samples.intended, intended)
+            if not samples.actual:
+                continue
+            fold(samples.actual, actual, keep=True)
+            own = hdr.new_histogram()
+            fold(samples.actual, own)
+            per_queue[queue] = hdr.encode(own)
+        encoded[(LatencyKind.END_TO_END, SendBasis.ACTUAL)] = hdr.encode(actual)
+        encoded[(LatencyKind.END_TO_END, SendBasis.INTENDED)] = hdr.encode(intended)
         connections = [c for c in self.connections.values() if c.is_open]
         reasons = sorted({c.blocked_reason for c in connections if c.blocked_reason})
         settings = self.settings
@@ -632,6 +644,7 @@ class _Worker:
                 settings=replace(settings, read_hold_ms=self._read_hold * 1000),
                 target_rate=rate,
                 latency=encoded,
+                queue_latency=per_queue,
                 blocked_reasons=tuple(reasons),
                 errors=errors,
             )

@@ -96,6 +96,9 @@ class RunInputs:
     summary: Mapping[str, Any] | None = None
     settings: Sequence[str] = SETTINGS
     sweep_settings: Sequence[str] = SWEEP_SETTINGS
+    #: End-to-end latency from the actual send per (phase index, queue): bucket counts as
+    #: ``latency``'s (sessions of format 1.7 on; none before).
+    queue_latency: Mapping[tuple[int, str], Mapping[int, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,14 @@ class PhaseFigures:
     verdict: Verdict | None
     reason: str
     load: PhaseLoad | None = None
+    #: Per queue: end-to-end latency from the actual send (count, ``p50``...``p999``,
+    #: ``max`` in µs), merged over the workers that consumed it. Empty before format 1.7.
+    queues: Mapping[str, Row] = field(default_factory=dict)
+
+    def worst_queues(self, limit: int = 10) -> list[tuple[str, Row]]:
+        """The queues with the highest p99, worst first (the few that fill up)."""
+        ranked = sorted(self.queues.items(), key=lambda item: -float(item[1].get("p99", 0)))
+        return ranked[:limit]
 
     @property
     def index(self) -> int:
@@ -329,6 +340,10 @@ def run_figures(inputs: RunInputs, max_p99_ms: float | None = None) -> RunFigure
         )
     }
     latency = _latency_rows(inputs.latency)
+    queues: dict[int, dict[str, Row]] = {}
+    for (phase_index, queue), counts in sorted(inputs.queue_latency.items()):
+        if sum(counts.values()) > 0:
+            queues.setdefault(phase_index, {})[queue] = _row(counts)
     fan_out = fan_out_of(whole_row)
     # An unfinished run ends where its data ends.
     last_second = max((row["sec"] for row in seconds), default=-1)
@@ -366,6 +381,7 @@ def run_figures(inputs: RunInputs, max_p99_ms: float | None = None) -> RunFigure
                 verdict=verdict,
                 reason=reason,
                 load=load,
+                queues=queues.get(phase.index, {}),
             )
         )
     end_us = phases[-1].finish_us or data_end_us

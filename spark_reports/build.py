@@ -25,6 +25,7 @@ from flowdeck.spark_reports.figures import (
     faults_table,
     hosts_table,
     latency_table,
+    queue_table,
     sweep_settings,
     sweep_table,
     throughput_table,
@@ -159,6 +160,7 @@ def build_report(
 
     seconds = _group(measured.seconds)
     second_latency = _group(measured.second_latency)
+    queue_seconds = _group(measured.queue_second_latency)
     polls = _group(measured.broker_polls)
     maxima = interval_maxima(measured.interval_latency)
     # one y range for every run's timeline and broker chart: the runs read side by side
@@ -196,6 +198,9 @@ def build_report(
         per_host = hosts_table(figures)
         if per_host is not None:
             session_tables.append(per_host)
+        per_queue = queue_table(figures)
+        if per_queue is not None:
+            session_tables.append(per_queue)
         session_tables += [sweep_table(figures, sweep) for sweep in figures.sweeps]
         session_tables.append(faults_table(figures))
         session_jobs: list[ChartJob] = [
@@ -204,6 +209,11 @@ def build_report(
             ("queue depth and memory", f"{key}-broker", "broker_chart",
              (figures, polls.get(key, []), limits)),
         ]  # fmt: skip
+        if queue_seconds.get(key):
+            session_jobs.append(
+                ("e2e p99 per queue", f"{key}-queues", "queue_chart",
+                 (figures, queue_seconds[key]))
+            )  # fmt: skip
         session_jobs += [
             (f"{sweep.setting} sweep", f"{key}-sweep-{sweep.setting}", "sweep_chart",
              (figures, sweep))

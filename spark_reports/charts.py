@@ -314,6 +314,56 @@ def broker_chart(
     return figure
 
 
+def queue_chart(
+    figures: SessionFigures, queue_seconds: Sequence[Row], limit: int = 10
+) -> Figure | None:
+    """Each queue's e2e p99 per second, the worst ``limit`` queues (by p99 over the run's
+    load phases) one line each and the others as a grey band of their range: the seed's
+    per-queue lines, where a minority of queues fill up. None without per-queue rows."""
+    if not queue_seconds:
+        return None
+    worst: dict[str, float] = {}
+    for phase in figures.phases:
+        for queue, lat in phase.queues.items():
+            worst[queue] = max(worst.get(queue, 0.0), float(lat.get("p99") or 0))
+    ranked = sorted(worst, key=lambda q: -worst[q])[:limit]
+    by_queue: dict[str, list[Row]] = defaultdict(list)
+    for row in queue_seconds:
+        by_queue[row["queue"]].append(row)
+    figure, axes = plt.subplots(figsize=(11, 4.2))
+    _shade_phases(axes, figures.phases, label=True)
+    others = [q for q in by_queue if q not in ranked]
+    if others:
+        per_second: dict[int, list[float]] = defaultdict(list)
+        for queue in others:
+            for row in by_queue[queue]:
+                if row["p99"]:
+                    per_second[int(row["sec"])].append(row["p99"] / 1000)
+        secs = sorted(per_second)
+        axes.fill_between(secs, [min(per_second[s]) for s in secs],
+                          [max(per_second[s]) for s in secs], color="#bdbdbd", alpha=0.6,
+                          lw=0, label=f"the other {len(others)} queues (range)")  # fmt: skip
+    for index, queue in enumerate(ranked):
+        rows = sorted(by_queue.get(queue, []), key=lambda r: r["sec"])
+        label = f"{queue} (p99 {worst[queue] / 1000:,.1f} ms)"
+        axes.plot([r["sec"] for r in rows], [r["p99"] / 1000 for r in rows], lw=1.2,
+                  color=f"C{index % 10}", label=label)  # fmt: skip
+    axes.set_yscale("log")
+    _plain_log_axis(axes)
+    _log_room(axes)
+    axes.set_ylabel("e2e p99 per second (ms, log)")
+    axes.set_xlabel("seconds since start")
+    axes.grid(alpha=0.3, which="both")
+    _outside_legend(axes)
+    figure.suptitle(
+        f"{figures.session.title}: e2e p99 per queue, the {len(ranked)} worst"
+        + (f" of {len(by_queue)}" if others else ""),
+        y=1.02,
+    )
+    figure.tight_layout()
+    return figure
+
+
 def _throughput_of(phase: PhaseFigures) -> float:
     return float(phase.client.get("consume_rate_mean") or 0.0)
 

@@ -332,6 +332,45 @@ def latency_table(figures: SessionFigures) -> Table:
     )
 
 
+#: The most queues the per-queue table and chart show per phase (the worst by p99).
+WORST_QUEUES = 10
+
+
+def queue_table(figures: SessionFigures) -> Table | None:
+    """Per phase, the queues with the highest e2e p99, worst first: the few that fill up
+    and push the run's percentiles up (the seed's per-queue lines). None for a session
+    without per-queue latency (before format 1.7)."""
+    if not any(p.queues for p in figures.phases):
+        return None
+    rows = []
+    for p in figures.phases:
+        whole = p.percentiles()
+        for rank, (queue, lat) in enumerate(p.worst_queues(WORST_QUEUES), start=1):
+            rows.append(
+                (
+                    p.phase.index,
+                    p.phase.label,
+                    rank,
+                    queue,
+                    int(lat["count"]),
+                    ms(lat.get("p50")),
+                    ms(lat.get("p95")),
+                    ms(lat.get("p99")),
+                    None if whole is None else whole.p99,
+                )
+            )
+    queues = max(len(p.queues) for p in figures.phases)
+    return Table(
+        name=f"{figures.session.key}-queues",
+        title=f"{figures.session.title}: e2e latency per queue, worst first (ms)",
+        columns=("phase", "label", "rank", "queue", "count", "p50", "p95", "p99", "run p99"),
+        rows=tuple(rows),
+        note=f"Per phase the {min(WORST_QUEUES, queues)} queues (of {queues}) with the "
+        "highest e2e p99 from the actual send, each merged exactly from its consumers' "
+        "histograms over workers and seconds; run p99 = all queues together, for scale.",
+    )
+
+
 def ms(value_us: Any) -> float | None:
     return None if value_us is None else value_us / 1000
 

@@ -32,6 +32,8 @@ Rules (``docs/reports.md`` states them for readers of a report):
   ``value_us``; the q-th percentile is the first value whose running count reaches
   ``max(1, int(q * total / 100 + 0.5))`` — exactly what an HDR histogram merged from them
   reports (``figures.latency``).
+* Per queue (format 1.7 on): each queue's end-to-end bucket rows (from the actual send)
+  summed over its workers per phase and per second, by the same rule.
 * Latency intervals (the run's ``interval``, PerfTest's ``--interval``): each phase cut
   into intervals of that many seconds from its first second; an interval's p75, p95 and
   p99 from its bucket rows summed, by the rule above. The most per phase is
@@ -52,7 +54,12 @@ import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from flowdeck.engine.recording.format import BROKER_DIR, CLIENT_DIR, LATENCY_DIR
+from flowdeck.engine.recording.format import (
+    BROKER_DIR,
+    CLIENT_DIR,
+    LATENCY_DIR,
+    QUEUE_LATENCY_DIR,
+)
 from flowdeck.figures import RunFigures, RunInputs, run_figures
 from flowdeck.figures.active import ActiveSpans
 from flowdeck.figures.intervals import INTERVAL_PERCENTILES
@@ -79,6 +86,9 @@ class Measurements:
     #: Per session, phase, interval, kind and basis of the chart's latency kind: the
     #: interval's seconds with latencies and its p75, p95, p99 (µs) (``intervals``).
     interval_latency: list[Row] = field(default_factory=list)
+    #: Per session, second and queue: the e2e p50, p95, p99 (µs) of the queues a chart
+    #: draws (sessions of format 1.7 on: the seed's per-queue lines).
+    queue_second_latency: list[Row] = field(default_factory=list)
 
 
 #: The per-second latencies the timeline chart draws (:data:`SECOND_PERCENTILES` of these).
@@ -121,6 +131,10 @@ def with_second_and_phase(session: Session, frame: DataFrame) -> DataFrame:
 #: latency lines (PerfTest's p50, p75, p95, p99 and p99.9).
 SECOND_PERCENTILES: tuple[tuple[str, float], ...] = (
     ("p50", 50.0), ("p75", 75.0), ("p95", 95.0), ("p99", 99.0), ("p999", 99.9),
+)  # fmt: skip
+#: Each queue's e2e percentiles each second (the seed's per-queue lines).
+QUEUE_SECOND_PERCENTILES: tuple[tuple[str, float], ...] = (
+    ("p50", 50.0), ("p95", 95.0), ("p99", 99.0),
 )  # fmt: skip
 
 
@@ -261,6 +275,17 @@ def measure(
         per_phase = latency.setdefault(row["session"], {})
         counts = per_phase.setdefault((row["phase"], row["kind"], row["basis"]), {})
         counts[row["value_us"]] = counts.get(row["value_us"], 0) + row["count"]
+    queued = read_table(spark, sessions, QUEUE_LATENCY_DIR, with_second_and_phase)
+    queue_latency: dict[str, dict[tuple[int, str], dict[int, int]]] = {}
+    for row in _collect(
+        queued.groupBy("session", "phase", "queue", "value_us").agg(F.sum("count").alias("count"))
+    ):
+        per_queue = queue_latency.setdefault(row["session"], {})
+        per_queue.setdefault((row["phase"], row["queue"]), {})[row["value_us"]] = row["count"]
+    queue_second_latency = _collect(
+        bucket_percentiles(queued, ("session", "sec", "queue"), QUEUE_SECOND_PERCENTILES)
+    )
+    queue_second_latency.sort(key=lambda r: (r["session"], r["queue"], r["sec"]))
     charted = located.filter(F.col("kind") == CHART_LATENCY_KIND)
     second_latency = _collect(second_percentiles(charted))
     second_latency.sort(key=lambda r: (r["session"], r["sec"]))
@@ -279,6 +304,7 @@ def measure(
                 summary=session.manifest.summary,
                 settings=[setting.name for setting in session.manifest.settings],
                 sweep_settings=[s.name for s in session.manifest.settings if s.sweep],
+                queue_latency=queue_latency.get(session.key, {}),
             ),
             max_p99_ms,
         )
@@ -297,6 +323,7 @@ def measure(
         broker_polls=broker_polls,
         host_client=host_client,
         interval_latency=interval_latency,
+        queue_second_latency=queue_second_latency,
     )
 
 

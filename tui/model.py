@@ -486,6 +486,17 @@ class RunHistory:
             self._report_cost = self._report_at - now
         return cache[2]
 
+    def queue_p99(self) -> dict[str, float]:
+        """Each queue's e2e p99 (ms, from the actual send) over the latest phase that has
+        per-queue figures (the run's own figures; none for an attached run)."""
+        figures = self.report_figures()
+        if figures is None:
+            return {}
+        for phase in reversed(figures.phases):
+            if phase.queues:
+                return {q: float(row.get("p99") or 0) / 1000 for q, row in phase.queues.items()}
+        return {}
+
     def pipeline(self) -> Pipeline | None:
         """Where the run's messages are at the latest broker poll (``figures.pipeline``):
         from the run's own figures when the screen has the workers' snapshots, else (an

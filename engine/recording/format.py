@@ -7,6 +7,7 @@ A session is a directory (documented column by column in ``docs/session-format.m
         events.jsonl           one RunEvent per line, appended and flushed as they happen
         client/part-NNNNN.parquet     per worker per second (CLIENT_SCHEMA)
         latency/part-NNNNN.parquet    per worker per second histogram buckets (LATENCY_SCHEMA)
+        queue_latency/part-NNNNN.parquet  the same, e2e per queue (QUEUE_LATENCY_SCHEMA)
         broker/part-NNNNN.parquet     per broker poll (BROKER_SCHEMA)
         queues/part-NNNNN.parquet     per broker poll per queue (QUEUE_SCHEMA)
         prometheus/part-NNNNN.parquet the run window's Prometheus range query (PROMETHEUS_SCHEMA)
@@ -30,7 +31,8 @@ broker's connections and channels by state, per node and summed, and the run's p
 in flow) and the run's messages on the broker's side (accepted, unconfirmed, delivered,
 unacked, acked), null before. 1.6 the manifest's ``settings``: the steerable settings the
 run had (the registry's rows, added ones too), each a client-table column; a session
-before it has the six of :data:`SETTINGS_BEFORE_1_6`.
+before it has the six of :data:`SETTINGS_BEFORE_1_6`. 1.7 the ``queue_latency`` table:
+end-to-end latency from the actual send per queue consumed from (empty before).
 This module imports only pyarrow, the standard library and the collectors' bounded file
 reader (``collectors.untrusted``: a manifest linked to /dev/zero is one unreadable session,
 not the end of a listing): the Spark report job may use it and nothing else of flowdeck.
@@ -50,13 +52,14 @@ import pyarrow.parquet as pq
 
 from flowdeck.collectors import MANIFEST_LIMIT, UnreadableFile, read_file_json
 
-SCHEMA_VERSION = "1.6"
+SCHEMA_VERSION = "1.7"
 SCHEMA_MAJOR = 1
 
 MANIFEST = "manifest.json"
 EVENTS = "events.jsonl"
 CLIENT_DIR = "client"
 LATENCY_DIR = "latency"
+QUEUE_LATENCY_DIR = "queue_latency"
 BROKER_DIR = "broker"
 QUEUES_DIR = "queues"
 PROMETHEUS_DIR = "prometheus"
@@ -179,6 +182,19 @@ LATENCY_SCHEMA = pa.schema(
         pa.field("kind", pa.string(), nullable=False),  # "e2e" | "confirm"
         pa.field("basis", pa.string(), nullable=False),  # "actual" | "intended"
         # the bucket's highest equivalent value at LATENCY_SIGNIFICANT_DIGITS
+        pa.field("value_us", pa.int64(), nullable=False),
+        pa.field("count", pa.int64(), nullable=False),
+    ]
+)
+
+#: End-to-end latency from the actual send per queue (format 1.7), bucket rows as
+#: LATENCY_SCHEMA's: each queue's percentiles merge exactly over workers and seconds.
+QUEUE_LATENCY_SCHEMA = pa.schema(
+    [
+        pa.field("ts", TIMESTAMP, nullable=False),
+        pa.field("elapsed_s", pa.float64(), nullable=False),
+        pa.field("worker", pa.int32(), nullable=False),
+        pa.field("queue", pa.string(), nullable=False),
         pa.field("value_us", pa.int64(), nullable=False),
         pa.field("count", pa.int64(), nullable=False),
     ]
@@ -312,6 +328,7 @@ NODE_SCHEMA = pa.schema(
 TABLES: dict[str, pa.Schema] = {
     CLIENT_DIR: CLIENT_SCHEMA,
     LATENCY_DIR: LATENCY_SCHEMA,
+    QUEUE_LATENCY_DIR: QUEUE_LATENCY_SCHEMA,
     BROKER_DIR: BROKER_SCHEMA,
     QUEUES_DIR: QUEUE_SCHEMA,
     PROMETHEUS_DIR: PROMETHEUS_SCHEMA,

@@ -192,6 +192,11 @@ class Session:
                 client_rows=_rows(self.table(fmt.CLIENT_DIR)),
                 polls=_rows(self.table(fmt.BROKER_DIR)),
                 latency=self._phase_buckets(phases, start_us) if latency else {},
+                queue_latency=(
+                    self._phase_buckets(phases, start_us, fmt.QUEUE_LATENCY_DIR, ("queue",))
+                    if latency
+                    else {}
+                ),
                 summary=self.manifest.summary,
                 settings=[setting.name for setting in self.manifest.settings],
                 sweep_settings=[s.name for s in self.manifest.settings if s.sweep],
@@ -202,11 +207,16 @@ class Session:
         return found
 
     def _phase_buckets(
-        self, phases: Sequence[Phase], start_us: int
-    ) -> dict[tuple[int, str, str], dict[int, int]]:
-        """The latency table's bucket counts per phase, kind and basis: each row in the phase
-        in force at the middle of its run second (the figures' rule)."""
-        latency = self.table(fmt.LATENCY_DIR)
+        self,
+        phases: Sequence[Phase],
+        start_us: int,
+        table: str = fmt.LATENCY_DIR,
+        keys: tuple[str, ...] = ("kind", "basis"),
+    ) -> dict[tuple[Any, ...], dict[int, int]]:
+        """A latency table's bucket counts per phase and ``keys`` (kind and basis; the
+        queue for the per-queue table): each row in the phase in force at the middle of
+        its run second (the figures' rule)."""
+        latency = self.table(table)
         if latency.num_rows == 0:
             return {}
         ts = latency.column("ts").cast(pa.int64()).to_numpy()
@@ -215,17 +225,16 @@ class Session:
         ends = np.asarray([p.end_us for p in phases[:-1]], dtype=np.int64)
         positions = np.searchsorted(ends, middles, side="right")
         indexes = [phases[i].index for i in range(len(phases))]
-        buckets: dict[tuple[int, str, str], dict[int, int]] = {}
+        buckets: dict[tuple[Any, ...], dict[int, int]] = {}
         columns = zip(
             positions.tolist(),
-            latency.column("kind").to_pylist(),
-            latency.column("basis").to_pylist(),
+            zip(*(latency.column(key).to_pylist() for key in keys), strict=True),
             latency.column("value_us").to_pylist(),
             latency.column("count").to_pylist(),
             strict=True,
         )
-        for position, kind, basis, value_us, count in columns:
-            counts = buckets.setdefault((indexes[position], kind, basis), {})
+        for position, key, value_us, count in columns:
+            counts = buckets.setdefault((indexes[position], *key), {})
             counts[value_us] = counts.get(value_us, 0) + count
         return buckets
 

@@ -131,6 +131,25 @@ def _rows_table(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.Table:
     )
 
 
+def _queue_latency_table(
+    intervals: list[tuple[int, float, int, Mapping[str, bytes]]], decoder: BucketDecoder
+) -> pa.Table:
+    """Bucket rows of every queue's end-to-end histogram of every buffered snapshot."""
+    rows: list[tuple[int, float, int, str, int, int]] = []
+    for ts_us, elapsed_s, worker_id, histograms in intervals:
+        for name, encoded in histograms.items():
+            if not encoded:
+                continue
+            value_us, count = recorded_buckets(encoded, decoder)
+            rows += [
+                (ts_us, elapsed_s, worker_id, name, int(v), int(c))
+                for v, c in zip(value_us, count, strict=True)
+            ]
+    if not rows:
+        return fmt.QUEUE_LATENCY_SCHEMA.empty_table()
+    return _rows_table(rows, fmt.QUEUE_LATENCY_SCHEMA)
+
+
 def _latency_table(
     intervals: list[tuple[int, float, int, Mapping[LatencyKey, bytes]]], decoder: BucketDecoder
 ) -> pa.Table:
@@ -226,6 +245,7 @@ class Recorder:
         self._last_counters: dict[int, Counters] = {}
         self._client_rows: list[tuple[Any, ...]] = []
         self._latency: list[tuple[int, float, int, Mapping[LatencyKey, bytes]]] = []
+        self._queue_latency: list[tuple[int, float, int, Mapping[str, bytes]]] = []
         self._broker_rows: list[tuple[Any, ...]] = []
         self._queue_rows: list[tuple[Any, ...]] = []
         self._prometheus_rows: list[tuple[float, str, str, float]] = []
@@ -282,6 +302,8 @@ class Recorder:
             self._client_rows.append(tuple(row[name] for name in _CLIENT_COLUMNS))
             if snap.latency:
                 self._latency.append((ts_us, elapsed, snap.worker, dict(snap.latency)))
+            if snap.queue_latency:
+                self._queue_latency.append((ts_us, elapsed, snap.worker, dict(snap.queue_latency)))
             self.snapshots_recorded += 1
         except Exception as exc:  # a malformed snapshot must not stop the run
             self._fail(f"recording stopped: cannot record a worker snapshot: {exc!r}")
@@ -504,6 +526,11 @@ class Recorder:
         if self._latency:
             intervals, self._latency = self._latency, []
             self._queue_part(fmt.LATENCY_DIR, lambda: _latency_table(intervals, self._decoder))
+        if self._queue_latency:
+            queued, self._queue_latency = self._queue_latency, []
+            self._queue_part(
+                fmt.QUEUE_LATENCY_DIR, lambda: _queue_latency_table(queued, self._decoder)
+            )
         if self._broker_rows:
             broker_rows, self._broker_rows = self._broker_rows, []
             self._queue_part(fmt.BROKER_DIR, lambda: _rows_table(broker_rows, fmt.BROKER_SCHEMA))

@@ -142,13 +142,14 @@ class Dashboard(Widget):
         # Hundreds of queues cost real time to update; a hidden table waits until shown.
         active = self.query_one(TabbedContent).active
         if active == "queues":
-            self.query_one(QueueTable).show(sample.queues)
+            self.query_one(QueueTable).show(sample.queues, history.queue_p99())
         elif active == "flow":
             self.query_one(PipelinePanel).show(history)
 
     def on_tabbed_content_tab_activated(self, event: TabbedContent.TabActivated) -> None:
         if event.pane.id == "queues":
-            self.query_one(QueueTable).show(self._queues)
+            p99 = self._history.queue_p99() if self._history is not None else {}
+            self.query_one(QueueTable).show(self._queues, p99)
         elif event.pane.id == "verdicts" and self._history is not None:
             self.query_one(SettingTable).show(self._history)
         elif event.pane.id == "hosts" and self._history is not None:

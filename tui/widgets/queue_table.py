@@ -3,7 +3,7 @@ cost what forty do."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -15,6 +15,7 @@ from textual.strip import Strip
 
 from flowdeck.collectors import QueueSample
 from flowdeck.tui.model import human_count
+from flowdeck.tui.widgets.latency_chart import milliseconds
 
 #: (column key = QueueSample attribute, header)
 COLUMNS: tuple[tuple[str, str], ...] = (
@@ -25,8 +26,11 @@ COLUMNS: tuple[tuple[str, str], ...] = (
     ("consumers", "cons"),
     ("publish_rate", "in/s"),
     ("deliver_rate", "out/s"),
+    ("p99", "p99 ms"),
 )
 TEXT_COLUMNS = ("name", "type")
+#: Columns that are not the broker's figures: the run's own, by queue name.
+RUN_COLUMNS = ("p99",)
 #: Longer queue names are cut (the end replaced by "…") to keep the figures in view.
 NAME_WIDTH_MAX = 40
 
@@ -36,20 +40,22 @@ def display_name(queue: QueueSample) -> str:
     return queue.name if queue.vhost == "/" else f"{queue.vhost}/{queue.name}"
 
 
-def _sort_value(queue: QueueSample, column: str) -> Any:
-    value = getattr(queue, column)
+def _sort_value(queue: QueueSample, column: str, p99: float | None = None) -> Any:
+    value = p99 if column == "p99" else getattr(queue, column)
     if column in TEXT_COLUMNS:
         return str(value)
     return -1.0 if value is None else float(value)
 
 
-def _cells(queue: QueueSample) -> list[str]:
+def _cells(queue: QueueSample, p99: float | None = None) -> list[str]:
     cells = []
     for key, _ in COLUMNS:
         if key == "name":
             cells.append(display_name(queue))
         elif key == "type":
             cells.append(str(queue.type))
+        elif key == "p99":
+            cells.append("–" if p99 is None else milliseconds(p99))
         else:
             value = getattr(queue, key)
             cells.append(human_count(value) if value is not None else "?")
@@ -124,16 +130,27 @@ class QueueTable(ScrollView, can_focus=True):
         self._cells: dict[str, list[str]] = {}
         self._order: list[str] = []
         self._widths = [len(header) + 1 for _, header in COLUMNS]
+        self._p99: dict[str, float] = {}
+        #: The operator chose a sort (a key or a header): the table keeps it.
+        self._operator_sorted = False
 
     @property
     def queue_names(self) -> list[str]:
         """The queues' display names in the order shown."""
         return list(self._order)
 
-    def show(self, queues: Sequence[QueueSample]) -> None:
-        """The latest figures of every queue (gone queues disappear)."""
+    def show(self, queues: Sequence[QueueSample], p99: Mapping[str, float] | None = None) -> None:
+        """The latest figures of every queue (gone queues disappear), and each queue's e2e
+        p99 in ms over the run's current phase (``p99``, by queue name). Until the operator
+        picks a sort, the queues with the highest p99 come first once there are any: the
+        few that fill up and push the run's latency up."""
+        self._p99 = dict(p99 or {})
         self._queues = {display_name(queue): queue for queue in queues}
-        self._cells = {name: _cells(queue) for name, queue in self._queues.items()}
+        self._cells = {
+            name: _cells(queue, self._p99.get(queue.name)) for name, queue in self._queues.items()
+        }
+        if not self._operator_sorted and self._p99:
+            self.sort_column, self.sort_reverse = "p99", True
         self._arrange()
 
     # -- order and geometry --------------------------------------------------------------
@@ -142,10 +159,10 @@ class QueueTable(ScrollView, can_focus=True):
         """Sort and measure the rows; ``follow`` scrolls to the cursor's queue (after the
         operator re-sorted; not at each sample, which would undo their scrolling)."""
         at_cursor = self._order[self.cursor_row] if self.cursor_row < len(self._order) else None
-        queues, column = self._queues, self.sort_column
+        queues, column, p99 = self._queues, self.sort_column, self._p99
         self._order = sorted(
             queues,
-            key=lambda name: (_sort_value(queues[name], column), name),
+            key=lambda name: (_sort_value(queues[name], column, p99.get(queues[name].name)), name),
             reverse=self.sort_reverse,
         )
         if at_cursor in queues:
@@ -216,17 +233,20 @@ class QueueTable(ScrollView, can_focus=True):
         self._move_cursor(self.cursor_row + pages * self._visible_rows())
 
     def action_sort_next(self) -> None:
+        self._operator_sorted = True
         keys = [c for c, _ in COLUMNS]
         self.sort_column = keys[(keys.index(self.sort_column) + 1) % len(keys)]
         self._arrange(follow=True)
         self.notify(f"queues sorted by {self.sort_column}", timeout=2)
 
     def action_sort_reverse(self) -> None:
+        self._operator_sorted = True
         self.sort_reverse = not self.sort_reverse
         self._arrange(follow=True)
 
     def sort_by(self, column: str) -> None:
         """Sort by ``column``; by the column already sorted on: reverse the order."""
+        self._operator_sorted = True
         if column == self.sort_column:
             self.sort_reverse = not self.sort_reverse
         else:
