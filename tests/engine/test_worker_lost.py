@@ -29,13 +29,18 @@ STATISTICS_SECONDS = 5.0
 
 
 def _spawned() -> set[psutil.Process]:
-    """This process's spawned children (not multiprocessing's resource tracker)."""
-    return {
-        child
-        for child in psutil.Process().children()
-        if "multiprocessing" in " ".join(child.cmdline())
-        and "resource_tracker" not in " ".join(child.cmdline())
-    }
+    """This process's spawned children (not multiprocessing's resource tracker); a child
+    that already ended (a zombie of an earlier test's pool, its command line gone) is none
+    of this run's workers."""
+    found = set()
+    for child in psutil.Process().children():
+        try:
+            words = " ".join(child.cmdline())
+        except (psutil.ZombieProcess, psutil.NoSuchProcess):
+            continue
+        if "multiprocessing" in words and "resource_tracker" not in words:
+            found.add(child)
+    return found
 
 
 @pytest.mark.broker
