@@ -67,7 +67,7 @@ from flowdeck.figures import (
 )
 from flowdeck.figures.phases import phase_at, to_us
 from flowdeck.figures.trend import recent, slope
-from flowdeck.figures.verdict import BACKLOG_MIN
+from flowdeck.figures.verdict import BACKLOG_MIN, MIN_SECONDS
 
 #: The settings the autopilot can search: the three windows (the best value of each), and
 #: the rate (the highest the broker sustains for the spec: its capacity).
@@ -178,8 +178,11 @@ class SteadyRule:
         return cls(min_hold_s=min_hold_s, max_hold_s=3 * min_hold_s)
 
     def check(self, rates: Sequence[float], held_s: float) -> Steadiness:
-        """Whether the step whose whole seconds so far had ``rates`` is done holding."""
-        if held_s < self.min_hold_s or len(rates) < self.window:
+        """Whether the step whose whole seconds so far had ``rates`` is done holding. A step
+        holds at least the seconds a verdict needs (:data:`MIN_SECONDS` whole seconds of
+        figures), whatever its minimum hold: a step judged before then is "too short" and
+        could neither beat the best nor end the search."""
+        if held_s < self.min_hold_s or len(rates) < max(self.window, MIN_SECONDS):
             return Steadiness(Hold.HOLDING, f"held {held_s:.0f} of at least {self.min_hold_s:g} s")
         cv, trend = variation(rates[-self.window :])
         figures = f"cv {cv:.1%}, trend {trend:.1%} over the last {self.window} s"

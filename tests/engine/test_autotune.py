@@ -32,6 +32,7 @@ from flowdeck.engine.sinks import RunStarted, Sink
 from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
 from flowdeck.engine.spec import RunSpec, settings_of
 from flowdeck.figures import PhaseLoad, Verdict, ranked_throughput, recommend, variation
+from flowdeck.figures.verdict import MIN_SECONDS
 
 SETTINGS = Settings.of(inflight=1, prefetch=100, ack_every=1, rate=1000, publishers=1, consumers=1)
 
@@ -81,7 +82,9 @@ def test_nothing_flowing_is_steady_at_zero() -> None:
     assert variation([0.0, 0.0, 0.0]) == (0.0, 0.0)
     rule = SteadyRule.holding(3)
     assert rule.max_hold_s == 9
-    assert rule.check([0.0] * 4, held_s=4).hold is Hold.STEADY
+    # Held past its minimum, a step still waits for the seconds a verdict needs.
+    assert rule.check([0.0] * (MIN_SECONDS - 1), held_s=4).hold is Hold.HOLDING
+    assert rule.check([0.0] * MIN_SECONDS, held_s=5).hold is Hold.STEADY
 
 
 def test_a_hold_longer_than_the_longest_is_refused() -> None:
@@ -363,9 +366,10 @@ def test_the_autopilot_steps_holds_judges_and_leaves_the_run_at_the_knee() -> No
     assert autopilot.search.confirmed == {5}
     assert said[-1].startswith("autotune: inflight=5 chosen (msg/s 1,000.0, p99 7.01 ms): ")
     assert "throughput stopped rising" in said[-1] and "recommended inflight=5" in said[-1]
-    # each step: held until 4 whole seconds after its change were steady (the second in
-    # which the change came is not the step's), and judged by its phase's figures
-    assert all(s.held_s == 5 for s in autopilot.search.steps)
+    # each step: held until the 5 whole seconds a verdict needs came after its change and
+    # the last 4 were steady (the second in which the change came is not the step's, though
+    # its phase counts it), and judged by its phase's figures
+    assert all(s.held_s == MIN_SECONDS + 1 for s in autopilot.search.steps)
 
 
 def test_a_p99_bound_stops_the_climb_and_the_choice_respects_it() -> None:

@@ -104,7 +104,8 @@ def test_its_choice_at_a_clear_knee_is_the_reports_recommendation(
     # A window of 1 holds the publisher under its target; a wider one reaches it and more
     # adds nothing. Where the knee falls (3, 7 or 14) moves with the round trip of the moment.
     by_value = {s.value: s.point.throughput for s in steps}
-    print(f"\nmsg/s by in-flight step: {by_value}; chosen {autopilot.chosen}")
+    judged = [(s.value, round(s.point.throughput), s.verdict.value, s.reason) for s in steps]
+    print(f"\nsteps (in-flight, msg/s, verdict, why): {judged}; chosen {autopilot.chosen}")
     assert by_value[1] < 0.95 * spec.target_rate <= max(by_value.values()), by_value
     assert all(s.steadiness.hold in (Hold.STEADY, Hold.UNSTEADY) for s in steps)
     chosen = autopilot.chosen
