@@ -56,6 +56,7 @@ from pyspark.sql import functions as F
 
 from flowdeck.engine.recording.format import (
     BROKER_DIR,
+    BROKER_SCHEMA,
     CLIENT_DIR,
     LATENCY_DIR,
     QUEUE_LATENCY_DIR,
@@ -98,10 +99,10 @@ CLIENT_COLUMNS = (
     "worker", "interval_s", "published", "confirmed", "consumed", "nacked", "returned",
     "pending_confirms", "unacked", "blocked_connections", "target_rate", "paused",
 )  # fmt: skip
-BROKER_COLUMNS = (
-    "source", "stale_reason", "queue_ready", "queue_unacked", "mem_used", "mem_limit",
-    "mem_alarm", "disk_alarm", "unconfirmed", "connections_blocked",
-)  # fmt: skip
+#: Every recorded broker column: the figures read the polls as the session reader gives
+#: them (credit flow, the run's own channel counts and the pipeline included), so the report
+#: judges a phase as the run and the replay did. A session from before a column holds None.
+BROKER_COLUMNS = tuple(name for name in BROKER_SCHEMA.names if name != "ts")
 
 
 def phase_at(session: Session, t_us: Column) -> Column:
@@ -238,8 +239,11 @@ def _small_rows(
     spark: SparkSession, session: Session, table: str, columns: Sequence[str]
 ) -> list[Row]:
     data = small_table(spark, session, table)
-    rows: list[Row] = data.select(list(columns)).to_pylist()
+    present = [name for name in columns if name in data.column_names]
+    rows: list[Row] = data.select(present).to_pylist()
+    absent = dict.fromkeys(name for name in columns if name not in present)
     for row, t_us in zip(rows, _t_us(data), strict=True):
+        row.update(absent)
         row["t_us"] = t_us
         row["session"] = session.key
     return rows

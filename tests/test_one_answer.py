@@ -163,6 +163,13 @@ def test_six_places_give_one_answer(
     report = build_report(spark, [str(session.path)], tmp_path / "report")
     (spark_figures,) = report.figures
     assert answer(spark_figures.run) == expected
+
+    # every broker figure of every phase too (credit flow, pipeline, depth, alarms): the
+    # report reads the polls the session reader gives, column for column
+    def broker(figures: RunFigures) -> list[dict[str, Any]]:
+        return [{k: v for k, v in p.broker.items() if k != "session"} for p in figures.phases]
+
+    assert broker(spark_figures.run) == broker(recorded)
     assert spark_figures.sweeps[0].recommendation.reasoning == tuple(recommendation["reasoning"])
     throughput = next(report.out_dir.glob("*-throughput.csv"))
     rows = list(csv.DictReader(throughput.open(encoding="utf-8")))
