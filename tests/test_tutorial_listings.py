@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from flowdeck.figures import Verdict
+
 ROOT = Path(__file__).resolve().parent.parent
 TUTORIAL = ROOT / "docs" / "tutorial-bench2.md"
 FENCE = re.compile(r"^```([\w-]*)\s*\n(.*?)^```", re.DOTALL | re.MULTILINE)
@@ -32,8 +34,17 @@ REQUIRED = {
 }
 
 
+#: A phase's verdict ends its row in the per-phase table; which one depends on the run.
+VERDICT_AT_END = re.compile(r"\s(" + "|".join(re.escape(v.value) for v in Verdict) + r")$")
+#: The recommendation under the table: its words depend on the run's figures.
+RECOMMENDATION = re.compile(r"^(recommended \w+=|no value meets every condition)")
+
+
 def shape(line: str) -> str:
     """The line with what differs between runs and machines replaced by placeholders."""
+    line = VERDICT_AT_END.sub(" VERDICT", line.rstrip())
+    if RECOMMENDATION.match(line):
+        return "RECOMMENDATION"
     line = re.sub(r"amqps?://[^\s,]+(,amqps?://[^\s,]+)*", "URI", line)
     line = re.sub(r"https?://\S+", "URL", line)
     line = re.sub(r"\d{8}-\d{6}-[\w-]+", "ID", line)
