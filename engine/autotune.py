@@ -648,9 +648,13 @@ class Autopilot(NullSink):
         """Whether to wait for the queues before the next step: a backlog draining before
         the first one, or (after a failed rate probe) any backlog above the backlog size."""
         backlog = backlog_of(self._figures())
-        if self._recovering and now is not None:
+        if self._recovering:
             # Back at a rate that held: the queues' polls lag them by a statistics interval
-            # or two, so the recovery holds at least a step's minimum before it looks.
+            # or two, so the recovery holds at least a step's minimum before it looks. Only
+            # the run's ticks time that hold: a broker poll in between waits for the next.
+            if now is None:
+                self.state = State.WAITING
+                return True
             self._recovery_since = self._recovery_since or now
             if now - self._recovery_since < self.rule.min_hold_s:
                 self.state = State.WAITING
