@@ -56,6 +56,7 @@ from pyspark.sql import functions as F
 
 from flowdeck.engine.recording.format import (
     BROKER_DIR,
+    BROKER_SCHEMA,
     CLIENT_DIR,
     LATENCY_DIR,
     QUEUE_LATENCY_DIR,
@@ -98,10 +99,11 @@ CLIENT_COLUMNS = (
     "worker", "interval_s", "published", "confirmed", "consumed", "nacked", "returned",
     "pending_confirms", "unacked", "blocked_connections", "target_rate", "paused",
 )  # fmt: skip
-BROKER_COLUMNS = (
-    "source", "stale_reason", "queue_ready", "queue_unacked", "mem_used", "mem_limit",
-    "mem_alarm", "disk_alarm", "unconfirmed", "connections_blocked",
-)  # fmt: skip
+#: Every broker column (``ts`` is read as ``t_us``), as the session reader gives
+#: ``figures.run`` them: a list of its own left out the flow-control and pipeline columns
+#: (format 1.5), so the report judged without credit flow or the messages before the queues
+#: where ``flowdeck sessions show`` and the run's summary had them.
+BROKER_COLUMNS = tuple(name for name in BROKER_SCHEMA.names if name != "ts")
 
 
 def phase_at(session: Session, t_us: Column) -> Column:
