@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import shlex
 import signal
@@ -442,13 +443,16 @@ def fragile_preset(names: list[str]) -> str:
 
 
 def scale_past(full: RunSpec, capacity: float) -> float:
-    """The scale of ``full`` (a preset at scale 1) whose total target rate is
-    :data:`PAST_CAPACITY` times ``capacity`` (msg/s), to two significant digits: scaling
-    keeps each publisher's rate and scales their number (``RunSpec.scaled``)."""
-    full_rate = full.publishers * full.rate
-    if full_rate <= 0:
+    """The scale of ``full`` (a preset at scale 1) whose total target rate is at least
+    :data:`PAST_CAPACITY` times ``capacity`` (msg/s). Scaling keeps each publisher's rate
+    and scales their number (``RunSpec.scaled``, rounded), so the scale is the fewest whole
+    publishers that reach it over the preset's: a scale rounded on its own could round the
+    publishers down to the capacity itself (4,000 msg/s held at 2,000 per publisher: 0.12
+    is 2 publishers, 4,000 msg/s; 0.15 is 3, 6,000 msg/s)."""
+    if full.publishers <= 0 or full.rate <= 0:
         raise SpecError("at_capacity", f"{full.name} has no target rate to scale")
-    return float(f"{min(100.0, PAST_CAPACITY * capacity / full_rate):.2g}")
+    publishers = max(1, math.ceil(PAST_CAPACITY * capacity / full.rate - 1e-9))
+    return min(100.0, float(f"{publishers / full.publishers:.6g}"))
 
 
 def _capacity_scale(args: argparse.Namespace, names: list[str]) -> float | None:
@@ -495,7 +499,8 @@ def _capacity_scale(args: argparse.Namespace, names: list[str]) -> float | None:
         f"matrix {args.matrix} --at-capacity: {name} held {found.rate:,.0f} msg/s{broke}; "
         f"the matrix runs at scale {scale:g} ({chosen.publishers} publishers x "
         f"{chosen.rate:g} msg/s = {chosen.publishers * chosen.rate:,.0f} msg/s, "
-        f"{PAST_CAPACITY:g}x the capacity found), past it as the seed's runs were",
+        f"{chosen.publishers * chosen.rate / found.rate:.2g}x the capacity found: the fewest "
+        f"publishers at {PAST_CAPACITY:g}x or more), past it as the seed's runs were",
         flush=True,
     )
     return scale

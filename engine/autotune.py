@@ -36,6 +36,7 @@ them); :class:`Autopilot` drives a run with them.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -67,7 +68,7 @@ from flowdeck.figures import (
 )
 from flowdeck.figures.phases import phase_at, to_us
 from flowdeck.figures.trend import recent, slope
-from flowdeck.figures.verdict import BACKLOG_MIN, MIN_SECONDS
+from flowdeck.figures.verdict import BACKLOG_MIN, CATCH_UP_SHARE, MIN_SECONDS
 
 #: The settings the autopilot can search: the three windows (the best value of each), and
 #: the rate (the highest the broker sustains for the spec: its capacity).
@@ -448,6 +449,10 @@ class State(StrEnum):
 #: How long the autopilot waits for a backlog to drain before its first step, as a multiple
 #: of the longest hold of a step: past it, it says it cannot judge while one drains.
 WAIT_HOLDS = 5.0
+#: The run's last seconds a recovery looks at: while its consumers took more than its
+#: publishers sent in them (above :data:`CATCH_UP_SHARE`), a backlog is still draining,
+#: wherever it waits (in the queues, or before them where the polls do not see it).
+RECENT_SECONDS = 3
 
 
 @dataclass
@@ -549,6 +554,8 @@ class Autopilot(NullSink):
         self._opened: dict[int, float] = {}
         self._attached = False
         self._waiting_since: float | None = None
+        #: The run's last seconds: (publish, consume) msg/s of each tick.
+        self._recent: deque[tuple[float, float]] = deque(maxlen=RECENT_SECONDS)
         #: What it has said (each also an event of the run), in order.
         self.said: list[str] = []
 
@@ -609,6 +616,7 @@ class Autopilot(NullSink):
             self._phase_opened()
 
     def on_tick(self, tick: Tick) -> None:
+        self._recent.append((tick.publish_rate, tick.consume_rate))
         if self.state is State.WAITING:
             self._begin(tick.at)
             return
@@ -651,18 +659,26 @@ class Autopilot(NullSink):
         """Whether to wait for the queues before the next step: a backlog draining before
         the first one, or (after a failed rate probe) any backlog above the backlog size."""
         backlog = backlog_of(self._figures())
-        if self._recovering and now is not None:
+        if self._recovering:
             # Back at a rate that held: the queues' polls lag them by a statistics interval
-            # or two, so the recovery holds at least a step's minimum before it looks.
+            # or two, so the recovery holds at least a step's minimum before it looks. Only
+            # the run's ticks time that hold: a broker poll in between waits for the next.
+            if now is None:
+                self.state = State.WAITING
+                return True
             self._recovery_since = self._recovery_since or now
             if now - self._recovery_since < self.rule.min_hold_s:
                 self.state = State.WAITING
                 return True
-        if backlog is None:
+        clients_draining = self._recovering and self._consumers_ahead()
+        if backlog is None and not clients_draining:
             return False
-        rising = backlog.slope is not None and backlog.slope > 1.0
-        waiting = backlog.draining or (
-            self._recovering and (backlog.depth >= BACKLOG_MIN or rising)
+        rising = backlog is not None and backlog.slope is not None and backlog.slope > 1.0
+        waiting = clients_draining or (
+            backlog is not None
+            and (
+                backlog.draining or (self._recovering and (backlog.depth >= BACKLOG_MIN or rising))
+            )
         )
         if not waiting:
             return False
@@ -670,21 +686,47 @@ class Autopilot(NullSink):
         if not self._wait_said:
             self._wait_said = True
             self._waiting_since = now
-            trend = "" if backlog.slope is None else f", {backlog.slope:+,.0f} msg/s"
+            if backlog is not None and (backlog.draining or backlog.depth >= BACKLOG_MIN):
+                trend = "" if backlog.slope is None else f", {backlog.slope:+,.0f} msg/s"
+                where = f"a backlog of {backlog.depth:,} messages{trend} is " + (
+                    "draining" if backlog.draining else "in the queues"
+                )
+            else:
+                publish, consume = self._recent_rates()
+                where = (
+                    f"consumers take {consume:,.0f} msg/s where publishers send "
+                    f"{publish:,.0f}: a backlog drains before the queues"
+                )
             self._say(
-                f"autotune {self.setting.value} waits: a backlog of {backlog.depth:,} "
-                f"messages{trend} is "
-                + ("draining" if backlog.draining else "in the queues")
-                + "; a step judged now would measure the backlog, not the setting"
+                f"autotune {self.setting.value} waits: {where}; a step judged now would "
+                "measure the backlog, not the setting"
             )
         if now is not None:
             since = self._waiting_since = self._waiting_since or now
             if now - since > WAIT_HOLDS * self.rule.max_hold_s:
+                left = "" if backlog is None else f"{backlog.depth:,} messages in the queues "
                 self.stop(
-                    f"cannot judge while a backlog drains ({backlog.depth:,} messages "
-                    f"left after {now - since:.0f} s)"
+                    f"cannot judge while a backlog drains ({left}left after {now - since:.0f} s)"
                 )
         return True
+
+    def _recent_rates(self) -> tuple[float, float]:
+        """Publish and consume msg/s, the means over the run's last seconds."""
+        count = max(1, len(self._recent))
+        return (
+            sum(p for p, _ in self._recent) / count,
+            sum(c for _, c in self._recent) / count,
+        )
+
+    def _consumers_ahead(self) -> bool:
+        """Whether the consumers took more than the publishers sent over the run's last
+        seconds, by at least :data:`BACKLOG_MIN` messages (a backlog still draining,
+        wherever it waits)."""
+        if len(self._recent) < RECENT_SECONDS:
+            return False
+        publish, consume = self._recent_rates()
+        ahead = (consume - publish) * len(self._recent)
+        return consume > CATCH_UP_SHARE * publish and ahead >= BACKLOG_MIN
 
     def _intro(self) -> str:
         rule = self.rule

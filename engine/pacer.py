@@ -7,9 +7,9 @@ sends that many: the rate comes from the clock, not from how precisely the loop 
 asyncio sleeps below a millisecond are unreliable and uvloop returns from them at once.
 The intended send time of each message stays on the schedule even when the publisher was
 held back (in-flight window full, broker flow control), so latency measured from it shows
-the time spent blocked. The schedule restarts from now when the rate changes or publishing
-resumes after a pause. A rate of 0 means as fast as the window allows: every message is
-due, and its intended time is its actual send time.
+the time spent blocked. The schedule restarts from now when the rate or the in-flight
+window changes or publishing resumes after a pause. A rate of 0 means as fast as the
+window allows: every message is due, and its intended time is its actual send time.
 
 After a stall (window full, broker flow control, an alarm) the messages owed are all due
 at once: the publisher catches up in a burst above its rate. With ``catch_up`` off (what

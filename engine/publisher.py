@@ -161,7 +161,13 @@ class Publisher(NullListener):
         self.pump()
 
     def set_inflight(self, inflight: int) -> None:
+        """A new in-flight window; the rate schedule starts afresh with it, as with a new
+        rate: what the old window held back is not owed to the new one (a sweep's step
+        after a window that bound would otherwise send its whole debt above the target,
+        the next steps judged as catching up)."""
         self.inflight = inflight
+        if self.started and not self.stopped:
+            self.pacer.restart(time.time_ns())
         self.pump()
 
     def pause(self) -> None:

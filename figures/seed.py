@@ -209,8 +209,16 @@ def high_limit_overloads(runs: Runs, presets: Sequence[str]) -> Finding:
 
 def multiple_flag_helps(runs: Runs, presets: Sequence[str]) -> Finding:
     """The multiple flag (an ack every N) helps a little: more throughput or lower worst
-    latency than the same sweep acking each message."""
-    plain, multi = _swept(runs[presets[0]]), _swept(runs[presets[1]])
+    latency than the same sweep acking each message. Only steps whose verdict speaks of
+    their setting count: a step catching up on what an earlier one held back, or draining
+    its backlog, moves the backlog's messages, not the setting's."""
+
+    def judged(run: RunFigures) -> list[PhaseFigures]:
+        phases = _swept(run)
+        kept = [p for p in phases if p.verdict is not None and p.verdict.judged_capacity]
+        return kept or phases
+
+    plain, multi = judged(runs[presets[0]]), judged(runs[presets[1]])
     if not plain or not multi:
         return Finding(Agreement.NOT_RUN, "a sweep has no load phases", "")
 

@@ -288,3 +288,13 @@ def test_at_capacity_picks_the_fragile_run_and_the_scale_just_past_its_capacity(
     assert scale == 0.2
     chosen = preset("bench2-mirrored-noconfirms", scale)
     assert chosen.publishers * chosen.rate == 8_000
+    # 4,000 held (the seed redo's cluster): 5,000 wanted, 2,000 a publisher: 3 publishers,
+    # never a scale whose publishers round down to the capacity itself (0.12: 2, 4,000)
+    scale = scale_past(full, 4_000)
+    assert scale == 0.15
+    chosen = preset("bench2-mirrored-noconfirms", scale)
+    assert chosen.publishers == 3 and chosen.publishers * chosen.rate == 6_000
+    for capacity in (1_000, 2_500, 3_999, 7_000, 12_345):
+        chosen = preset("bench2-mirrored-noconfirms", scale_past(full, capacity))
+        total = chosen.publishers * chosen.rate
+        assert 1.25 * capacity <= total < 1.25 * capacity + chosen.rate, (capacity, total)

@@ -53,3 +53,23 @@ def test_latency_rising_with_the_limit_and_the_multiple_flag() -> None:
     found = helps.judge(runs)
     assert found.agreement is Agreement.AGREES, found
     assert "best msg/s 1,000 → 1,100 (+10%)" in found.deciding
+
+
+def test_the_multiple_flag_is_judged_on_steps_that_speak_of_their_setting() -> None:
+    """The seed redo's quorum sweep: the steps after in-flight 20 and 40 (held to 2,750
+    and 3,104 of 4,000 msg/s) sent what those held back, 5,299 msg/s at in-flight 100,
+    judged as catching up; that is no step's throughput to compare the multiple flag on."""
+    plain = run(
+        phase(0, "inflight=20", inflight=20, consume=2750.0, verdict=Verdict.BACK_PRESSURED),
+        phase(1, "inflight=100", inflight=100, consume=5299.0, verdict=Verdict.CATCHING_UP),
+        phase(2, "inflight=400", inflight=400, consume=4000.0),
+    )
+    multi = run(
+        phase(0, "inflight=20", inflight=20, consume=3000.0, verdict=Verdict.BACK_PRESSURED),
+        phase(1, "inflight=100", inflight=100, consume=4100.0),
+        phase(2, "inflight=400", inflight=400, consume=4000.0),
+    )
+    helps = next(c for c in claims_of([2]) if c.says.startswith("quorum: a mild benefit"))
+    found = helps.judge({"bench2-sweep": plain, "bench2-multi-sweep": multi})
+    assert "best msg/s 4,000 → 4,100 (+2%)" in found.deciding, found
+    assert found.agreement is Agreement.PARTLY
