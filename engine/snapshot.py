@@ -26,6 +26,11 @@ class Counters:
     acked: int = 0
     redelivered: int = 0
     duplicates: int = 0
+    #: Deliveries the consumers rejected (basic.nack), of them sent back to the queue, and
+    #: messages flowdeck took off the run's dead-letter queue.
+    rejected: int = 0
+    requeued: int = 0
+    dead_lettered: int = 0
 
     def __add__(self, other: Counters) -> Counters:
         return Counters(*(getattr(self, n) + getattr(other, n) for n in self.__dataclass_fields__))

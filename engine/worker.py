@@ -46,7 +46,7 @@ from flowdeck.engine.commands import (
     global_id,
     local_share,
 )
-from flowdeck.engine.consumer import Consumer, ConsumerTally
+from flowdeck.engine.consumer import Consumer, ConsumerTally, Handling
 from flowdeck.engine.errors import BrokerUnavailable
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
@@ -140,6 +140,16 @@ class _Worker:
         self.outages: list[float] = []  # lengths of the outages so far, seconds
         self.next_sequence: dict[int, int] = {}
         self.tally = ConsumerTally({})
+        #: How this worker's consumers treat deliveries (work time, rejections), changed
+        #: in place when those settings change.
+        self.handling = Handling(
+            work_ms=spec.work,
+            distribution=spec.work_distribution,
+            spread_ms=spec.work_spread,
+            reject=spec.reject,
+            requeue=spec.requeue,
+            poison=spec.poison,
+        )
         self.confirm_latency = LatencySamples()
         #: End-to-end latencies by the queue they were consumed from: each queue's own
         #: percentiles, and the run's all of them together (folded at each snapshot).
@@ -242,6 +252,23 @@ class _Worker:
         self.settings = self.settings.changed(ack_every=every)
         for consumer in self.consumers:
             consumer.set_ack_every(every)
+
+    async def _apply_work(self, value: float | None) -> None:
+        work = _needs(value)
+        self.settings = self.settings.changed(work=work)
+        self.handling.set(work_ms=work)
+
+    async def _apply_reject(self, value: float | None) -> None:
+        reject = _needs(value)
+        self.settings = self.settings.changed(reject=reject)
+        self.handling.set(reject=reject)
+
+    async def _apply_poison(self, value: float | None) -> None:
+        poison = _needs(value)
+        self.settings = self.settings.changed(poison=poison)
+        self.handling.set(poison=poison)
+        for publisher in self.publishers:
+            publisher.set_poison(poison)
 
     async def _apply_rate(self, value: float | None) -> None:
         rate = float(_needs(value))
@@ -356,6 +383,7 @@ class _Worker:
             first_sequence=self.next_sequence.get(publisher_id, 0),
             confirm_latency=self.confirm_latency,
             catch_up=spec.catch_up,
+            poison=float(self.settings.value("poison")),
         )
         if self.settings.paused:
             publisher.pause()
@@ -410,6 +438,7 @@ class _Worker:
             tally=self.tally,
             latency=self.e2e_latency.setdefault(queue, LatencySamples()),
             run_start_ns=self.run_start_ns,
+            handling=self.handling,
         )
         try:
             await consumer.start()
@@ -596,6 +625,8 @@ class _Worker:
             acked=tally.acked,
             redelivered=tally.redelivered,
             duplicates=tally.duplicates,
+            rejected=tally.rejected,
+            requeued=tally.requeued,
         )
 
     def _emit_snapshot(self) -> None:
@@ -851,6 +882,9 @@ _APPLY: dict[Setting, Callable[[_Worker, float | None], Awaitable[None]]] = {
     Setting.RATE: _Worker._apply_rate,
     Setting.PUBLISHERS: _Worker._apply_publishers,
     Setting.CONSUMERS: _Worker._apply_consumers,
+    Setting.WORK: _Worker._apply_work,
+    Setting.REJECT: _Worker._apply_reject,
+    Setting.POISON: _Worker._apply_poison,
     Setting.PAUSE: _Worker._apply_pause,
     Setting.RESUME: _Worker._apply_resume,
     Setting.MARK: _Worker._apply_mark,
