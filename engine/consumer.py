@@ -61,7 +61,16 @@ class Handling:
     object shared by them all, changed in place when a setting changes (``active`` says
     whether there is anything to do beyond acking)."""
 
-    __slots__ = ("active", "distribution", "poison_seen", "reject", "requeue", "spread", "work")
+    __slots__ = (
+        "active",
+        "distribution",
+        "limited",
+        "poison_seen",
+        "reject",
+        "requeue",
+        "spread",
+        "work",
+    )
 
     def __init__(
         self,
@@ -72,8 +81,12 @@ class Handling:
         reject: float = 0.0,
         requeue: bool = True,
         poison: float = 0.0,
+        limited: bool = False,
     ) -> None:
         self.distribution = distribution
+        #: The queues have a delivery limit (x-delivery-limit): a poison message requeued
+        #: is dead-lettered or dropped by the broker in the end, so it is rejected for good.
+        self.limited = limited
         self.spread = spread_ms / 1000
         self.requeue = requeue
         self.work = 0.0
@@ -174,7 +187,7 @@ class ConsumerChannel(NullListener):
             self._handle(tag, redelivered, buffer, offset, size)
             return
         consumer.consumed += 1
-        self._count(redelivered, buffer, offset, size, -1)
+        self._count(redelivered, buffer, offset, size)
         if consumer.auto_ack:
             return
         self._last_tag = tag
@@ -200,7 +213,7 @@ class ConsumerChannel(NullListener):
             requeue = handling.requeue
             if requeue:
                 tally.requeued += 1
-            elif size >= 28:
+            if (not requeue or (poison and handling.limited)) and size >= 28:
                 publisher, sequence, actual, _ = _unpack_body(buffer, offset)
                 if actual >= consumer.run_start_ns:
                     publisher &= _PUBLISHER_BITS
@@ -210,12 +223,10 @@ class ConsumerChannel(NullListener):
                     kept.add(sequence)
             consumer.settle(self, tag, requeue, rejected=True)
             return
-        self._count(redelivered, buffer, offset, size, _PUBLISHER_BITS)
+        self._count(redelivered, buffer, offset, size)
         consumer.settle(self, tag, False, rejected=False)
 
-    def _count(
-        self, redelivered: bool, buffer: bytes | bytearray, offset: int, size: int, mask: int
-    ) -> None:
+    def _count(self, redelivered: bool, buffer: bytes | bytearray, offset: int, size: int) -> None:
         consumer = self.consumer
         tally = consumer.tally
         tally.consumed += 1
@@ -224,7 +235,7 @@ class ConsumerChannel(NullListener):
         if size >= 28:
             publisher, sequence, actual, intended = _unpack_body(buffer, offset)
             if actual >= consumer.run_start_ns:
-                publisher &= mask
+                publisher &= _PUBLISHER_BITS  # a poison mark is no part of the id
                 tracker = tally.sequences.get(publisher)
                 if tracker is None:
                     tracker = tally.sequences[publisher] = SequenceSet()

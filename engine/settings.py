@@ -127,6 +127,11 @@ class SteerableSetting:
     def gauge(self) -> str:
         return f"flowdeck_{self.metric or self.field}"
 
+    def off(self, value: float) -> bool:
+        """Whether ``value`` leaves the setting off (0 where 0 means none and is its
+        default, as no work time): the settings bar leaves it out then."""
+        return value == 0 and self.default == 0 and not self.zero_is_unlimited
+
     def convert(self, value: float) -> int | float:
         """``value`` as the setting's type (counts and limits are whole numbers)."""
         return int(value) if self.kind is int else float(value)

@@ -252,3 +252,8 @@ class WorkerReport:
     consumed: tuple[SequenceRanges, ...] = ()
     errors: tuple[str, ...] = ()
     active: ActiveTimes = field(default_factory=ActiveTimes)
+    #: Per publisher, the sequences this worker's consumers rejected for good (without
+    #: requeue, or poison under a delivery limit) and those it took off the run's
+    #: dead-letter queue.
+    discarded: tuple[SequenceRanges, ...] = ()
+    dead_lettered: tuple[SequenceRanges, ...] = ()

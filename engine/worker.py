@@ -73,6 +73,9 @@ READ_HOLD_ABOVE = 2000.0
 READ_HOLD_SECONDS = 0.001
 #: How long publishers may take to get their last confirms when stopping or removed.
 CONFIRM_WAIT = 10.0
+#: The dead-letter consumer of worker N is numbered this plus N (no client of a run's
+#: own comes near it).
+DEAD_LETTER_CONSUMER_BASE = 1_000_000
 #: Reconnect back-off: first wait, growth per failed attempt, longest wait.
 RECONNECT_FIRST = 0.2
 RECONNECT_GROWTH = 2.0
@@ -140,6 +143,11 @@ class _Worker:
         self.outages: list[float] = []  # lengths of the outages so far, seconds
         self.next_sequence: dict[int, int] = {}
         self.tally = ConsumerTally({})
+        #: What this worker took off the run's dead-letter queue (its own sequences: a
+        #: message there was never consumed), and the consumer that takes it.
+        self.dead_tally = ConsumerTally({})
+        self.dead_letters: Consumer | None = None
+        self._dead_latency = LatencySamples()
         #: How this worker's consumers treat deliveries (work time, rejections), changed
         #: in place when those settings change.
         self.handling = Handling(
@@ -149,6 +157,7 @@ class _Worker:
             reject=spec.reject,
             requeue=spec.requeue,
             poison=spec.poison,
+            limited="x-delivery-limit" in spec.queue_args,
         )
         self.confirm_latency = LatencySamples()
         #: End-to-end latencies by the queue they were consumed from: each queue's own
@@ -171,6 +180,8 @@ class _Worker:
         deadline = self.assignment.start_at + spec.duration + STOP_GRACE
         try:
             await self._resize_consumers(self._share(spec.consumers))
+            if spec.dead_letter_queue:
+                self.dead_letters = await self._new_dead_letter_consumer()
             await self._resize_publishers(self._share(spec.publishers))
         except BaseException:
             await self._close_all()
@@ -452,6 +463,35 @@ class _Worker:
         self._attach(consumer, connection)
         return consumer
 
+    async def _new_dead_letter_consumer(self) -> Consumer:
+        """One consumer per worker on the run's dead-letter queue: it acks each message and
+        keeps its sequence, so the accounting tells dead-lettered from lost."""
+        spec = self.spec
+        consumer_id = DEAD_LETTER_CONSUMER_BASE + self.index
+        connection = await self._connect("consumer", consumer_id)
+        consumer = Consumer(
+            consumer_id=consumer_id,
+            connection=connection,
+            queue=spec.dead_letter_queue,
+            prefetch=1000,
+            ack_every=100,
+            auto_ack=False,
+            arguments=None,
+            tally=self.dead_tally,
+            latency=self._dead_latency,
+            run_start_ns=self.run_start_ns,
+        )
+        try:
+            await consumer.start()
+        except AmqpClosed as exc:
+            await connection.close()
+            raise BrokerUnavailable(
+                f"could not consume the dead-letter queue {spec.dead_letter_queue!r}: {exc}"
+            ) from None
+        consumer.on_trouble = self._on_client_trouble
+        self._attach(consumer, connection)
+        return consumer
+
     async def _open_clients(self, jobs: list[Any], role: str) -> list[Any]:
         """Open clients, at most CONNECT_CONCURRENCY at once; the ones that opened.
 
@@ -520,7 +560,29 @@ class _Worker:
         )
         await self._drain(drain_seconds)
         await asyncio.gather(*(c.stop() for c in self.consumers), return_exceptions=True)
+        if self.dead_letters is not None:
+            await self._drain_dead_letters(drain_seconds)
+            await self.dead_letters.stop()
         return self._report()
+
+    async def _drain_dead_letters(self, drain_seconds: float) -> None:
+        """Take what the broker dead-lettered until the dead-letter queue is empty and no
+        message came for a moment (the broker dead-letters a rejected message after the
+        nack; up to ``drain_seconds``)."""
+        consumer = self.dead_letters
+        assert consumer is not None
+        deadline = time.monotonic() + max(drain_seconds, 2.0)
+        last, quiet_since = self.dead_tally.consumed, time.monotonic()
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            consumer.flush()
+            now = time.monotonic()
+            if self.dead_tally.consumed != last:
+                last, quiet_since = self.dead_tally.consumed, now
+            elif now - quiet_since >= 0.5 and await self._queues_empty(
+                consumer.connection, [consumer.queue]
+            ):
+                return
 
     async def _drain(self, drain_seconds: float) -> None:
         """Let consumers take what is left in their queues, up to ``drain_seconds``.
@@ -590,6 +652,8 @@ class _Worker:
             consumed=_ranges(self.tally.sequences),
             errors=tuple(self.errors),
             active=self._active_times(),
+            discarded=_ranges(self.tally.discarded),
+            dead_lettered=_ranges(self.dead_tally.sequences),
         )
 
     def _active_times(self) -> ActiveTimes:
@@ -627,6 +691,7 @@ class _Worker:
             duplicates=tally.duplicates,
             rejected=tally.rejected,
             requeued=tally.requeued,
+            dead_lettered=self.dead_tally.consumed,
         )
 
     def _emit_snapshot(self) -> None:
@@ -654,6 +719,8 @@ class _Worker:
             own = hdr.new_histogram()
             fold(samples.actual, own)
             per_queue[queue] = hdr.encode(own)
+        # A dead-lettered message's wait is no delivery's latency: dropped.
+        del self._dead_latency.actual[:], self._dead_latency.intended[:]
         encoded[(LatencyKind.END_TO_END, SendBasis.ACTUAL)] = hdr.encode(actual)
         encoded[(LatencyKind.END_TO_END, SendBasis.INTENDED)] = hdr.encode(intended)
         connections = [c for c in self.connections.values() if c.is_open]

@@ -7,11 +7,21 @@ ratios within one run: the work time sets them, not the machine.
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import quote
+
+import httpx
 import pytest
 
+from flowdeck.collectors import Broker
 from flowdeck.engine.change import Change, Setting, parse_change
+from flowdeck.engine.controller import Controller
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.snapshot import ClientSnapshot
+from flowdeck.engine.spec import RunSpec
 from tests.engine.test_worker import Run, base_spec, run_spec
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
@@ -76,3 +86,118 @@ async def test_work_time_sets_the_consume_rate_and_prefetch_one_waits_for_each_a
     assert all(s.settings.value("work") == 10.0 for s in phases["work 10 ms"][1:])
     assert report.counters.duplicates == 0
     assert report.counters.rejected == 0
+
+
+async def _run_to_the_end(spec: RunSpec) -> Controller:
+    controller = Controller(spec, broker=Broker.parse(spec.uri), drain_seconds=3)
+    await controller.start()
+    await asyncio.sleep(spec.duration)
+    await controller.stop("the test's run is done")
+    return controller
+
+
+def _broker_queue(
+    management_url: str, name: str, want: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """The broker's figures of queue ``name`` once ``want`` holds of them: its statistics
+    lag the run by up to an emission interval (5 s here), so read until they settle (30 s)."""
+    with httpx.Client(base_url=management_url, auth=("guest", "guest"), timeout=10) as api:
+        for _ in range(60):
+            queue: dict[str, Any] = api.get(f"/api/queues/%2F/{quote(name, safe='')}").json()
+            if want(queue):
+                return queue
+            time.sleep(0.5)
+    return queue
+
+
+def _stat(queue: dict[str, Any], name: str) -> int:
+    return int(queue.get("message_stats", {}).get(name, 0))
+
+
+def _drop_exchange(management_url: str, name: str) -> None:
+    with httpx.Client(base_url=management_url, auth=("guest", "guest"), timeout=10) as api:
+        api.delete(f"/api/exchanges/%2F/{quote(name, safe='')}")
+
+
+def test_ten_percent_rejected_without_requeue_add_up_with_the_dead_letter_queue(
+    shared_uri: str, unique_name: str, management_url: str
+) -> None:
+    dead = f"{unique_name}-dead"
+    spec = base_spec(
+        unique_name,
+        shared_uri,
+        publishers=1,
+        consumers=2,
+        rate=400.0,
+        duration=6,
+        reject=10,
+        requeue=False,
+        dead_letter_queue=dead,
+    )
+    try:
+        controller = asyncio.run(_run_to_the_end(spec))
+        summary = controller.summary
+        assert summary is not None
+        s = summary.safety
+        print(f"\npublished {s.published}, consumed {s.consumed}, rejected {s.rejected}, "
+              f"dead-lettered {s.dead_lettered}, dropped {s.dropped}, lost {s.lost}")  # fmt: skip
+        # Every message is consumed or dead-lettered, each once; a tenth rejected.
+        assert s.published == s.confirmed > 2000
+        assert s.consumed + s.dead_lettered == s.published
+        assert s.rejected == s.dead_lettered and s.requeued == 0
+        assert s.lost == s.dropped == s.duplicates == s.redelivered == 0
+        assert 0.08 < s.rejected / s.published < 0.12
+        # The broker's counts say the same: what went into each queue and came out of it.
+        main = _broker_queue(
+            management_url, spec.queue_name(0), lambda q: _stat(q, "ack") >= s.consumed
+        )
+        dlq = _broker_queue(management_url, dead, lambda q: _stat(q, "ack") >= s.dead_lettered)
+        assert _stat(main, "publish") == s.published
+        assert _stat(main, "ack") == s.consumed
+        # (a dead-lettered message enters its queue without a publish of its own)
+        assert _stat(dlq, "deliver_get") == _stat(dlq, "ack") == s.dead_lettered
+        assert main["messages"] == dlq["messages"] == 0
+    finally:
+        _drop_exchange(management_url, dead)
+
+
+def test_delivery_limit_dead_letters_exactly_the_poison_messages(
+    shared_uri: str, unique_name: str, management_url: str
+) -> None:
+    dead = f"{unique_name}-dead"
+    spec = base_spec(
+        unique_name,
+        shared_uri,
+        queue_type="quorum",
+        queue_args={"x-delivery-limit": 3},
+        publishers=2,
+        consumers=2,
+        rate=200.0,
+        duration=6,
+        poison=5,
+        requeue=True,
+        dead_letter_queue=dead,
+    )
+    try:
+        controller = asyncio.run(_run_to_the_end(spec))
+        summary = controller.summary
+        assert summary is not None
+        s = summary.safety
+        print(f"\npublished {s.published}, consumed {s.consumed}, rejected {s.rejected}, "
+              f"requeued {s.requeued}, dead-lettered {s.dead_lettered}, dropped {s.dropped}, "
+              f"lost {s.lost}")  # fmt: skip
+        assert s.published == s.confirmed > 2000
+        assert s.consumed + s.dead_lettered == s.published
+        assert s.lost == s.dropped == s.duplicates == 0
+        assert s.rejected == s.requeued  # every rejection went back, until the limit
+        # Sequence n of a publisher is poison when floor((n + 1) × 5 %) passes floor(n × 5 %):
+        # a publisher's k messages hold floor(k / 20), so the two publishers' N hold
+        # floor(N / 20) or one less; all of them were dead-lettered, and nothing else.
+        poison = s.dead_lettered
+        assert s.published // 20 - 1 <= poison <= s.published // 20, (poison, s.published)
+        # Each poison message was delivered and rejected until its limit, then dead-lettered.
+        assert s.rejected in (3 * poison, 4 * poison), (s.rejected, poison)
+        dlq = _broker_queue(management_url, dead, lambda q: _stat(q, "ack") >= poison)
+        assert _stat(dlq, "deliver_get") == _stat(dlq, "ack") == poison
+    finally:
+        _drop_exchange(management_url, dead)
