@@ -193,6 +193,40 @@ FIELDS: dict[str, FieldInfo] = {
         "every queue of the run dead-letters to (x-dead-letter-exchange); flowdeck consumes "
         "it and counts each message dead-lettered; empty = none",
     ),
+    "heartbeat": FieldInfo(
+        int,
+        "AMQP heartbeat asked of the broker, seconds; 0 = none, -1 = the uri's heartbeat "
+        "query or flowdeck's 60",
+        -1,
+        65_535,
+        unit="s",
+    ),
+    "frame_max": FieldInfo(
+        int,
+        "largest AMQP frame asked of the broker (a bigger message goes in several); 0 = the "
+        "uri's frame_max query or flowdeck's 131,072",
+        0,
+        2**31 - 1,
+        unit="bytes",
+    ),
+    "channel_max": FieldInfo(
+        int, "most channels per connection asked of the broker; 0 = flowdeck's 2047", 0, 65_535
+    ),
+    "tcp_nodelay": FieldInfo(bool, "TCP_NODELAY on every connection (Nagle's algorithm off)"),
+    "tcp_send_buffer": FieldInfo(
+        int,
+        "each connection's socket send buffer (SO_SNDBUF); 0 = the system's",
+        0,
+        2**31 - 1,
+        unit="bytes",
+    ),
+    "tcp_receive_buffer": FieldInfo(
+        int,
+        "each connection's socket receive buffer (SO_RCVBUF); 0 = the system's",
+        0,
+        2**31 - 1,
+        unit="bytes",
+    ),
     "duration": FieldInfo(float, "how long the run lasts", 1, 7 * 24 * 3600, unit="s"),
     "interval": FieldInfo(
         int,
@@ -262,6 +296,12 @@ class RunSpec:
     poison: float = 0.0
     requeue: bool = True
     dead_letter_queue: str = ""
+    heartbeat: int = -1
+    frame_max: int = 0
+    channel_max: int = 0
+    tcp_nodelay: bool = True
+    tcp_send_buffer: int = 0
+    tcp_receive_buffer: int = 0
     duration: float = 60.0
     interval: int = 1
     workers: int = -1
@@ -382,6 +422,12 @@ class RunSpec:
                 "quorum_size", f"quorum_size applies to quorum queues, not {self.queue_type} ones"
             )
         self._check_consumer_behaviour()
+        if 0 < self.frame_max < 4096:
+            raise SpecError(
+                "frame_max",
+                f"frame_max must be at least 4096 bytes (AMQP's smallest), or 0, got "
+                f"{self.frame_max}",
+            )
         if not self.auto_ack and 0 < self.prefetch < self.ack_every:
             raise SpecError(
                 "ack_every",

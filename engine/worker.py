@@ -33,7 +33,7 @@ from typing import Any
 
 from flowdeck.collectors.client_names import client_connection_name
 from flowdeck.engine import latency as hdr
-from flowdeck.engine.amqp.connection import AmqpClosed, Connection, connect
+from flowdeck.engine.amqp.connection import AmqpClosed, Connection, Tuning, connect
 from flowdeck.engine.change import Setting
 from flowdeck.engine.commands import (
     ApplyChange,
@@ -142,6 +142,14 @@ class _Worker:
         self._outage_unacked = 0
         self.outages: list[float] = []  # lengths of the outages so far, seconds
         self.next_sequence: dict[int, int] = {}
+        self.tuning = Tuning(
+            heartbeat=None if spec.heartbeat < 0 else spec.heartbeat,
+            frame_max=spec.frame_max or None,
+            channel_max=spec.channel_max or None,
+            tcp_nodelay=spec.tcp_nodelay,
+            tcp_send_buffer=spec.tcp_send_buffer,
+            tcp_receive_buffer=spec.tcp_receive_buffer,
+        )
         self.tally = ConsumerTally({})
         #: What this worker took off the run's dead-letter queue (its own sequences: a
         #: message there was never consumed), and the consumer that takes it.
@@ -348,6 +356,7 @@ class _Worker:
             on_blocked=self._on_blocked,
             on_unblocked=self._on_unblocked,
             on_lost=self._on_lost,
+            tuning=self.tuning,
         )
 
     async def _resize_publishers(self, target: int) -> None:
