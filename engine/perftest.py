@@ -62,6 +62,8 @@ PERFTEST_DEFAULTS: Mapping[str, Any] = {
     "poison": 0.0,
     "requeue": True,  # PerfTest's --requeue default
     "interval": 1,
+    "publisher_channels": 1,
+    "consumer_channels": 1,
     "schedule": [],
 }
 
@@ -384,8 +386,6 @@ def _unsupported_values(given: Sequence[_Given]) -> list[str]:
     """Values of accepted options that flowdeck cannot honour (e.g. ``-X 2``)."""
     problems: list[str] = []
     only: dict[str, tuple[str, str]] = {
-        "producer-channel-count": ("1", "flowdeck opens one channel per producer"),
-        "consumer-channel-count": ("1", "flowdeck opens one channel per consumer"),
         "ptxsize": ("0", "flowdeck publishes without transactions"),
         "ctxsize": ("0", "flowdeck acks without transactions"),
     }
@@ -453,6 +453,16 @@ def _mapping(given: Sequence[_Given]) -> dict[str, Any]:
         out["publishers"] = _int(g, _value(g), 0)
     if (g := opt("consumers")) is not None:
         out["consumers"] = _int(g, _value(g), 0)
+    # -X/-Y: channels per connection, each a producer or consumer of its own (PerfTest's
+    # -x 2 -X 10 publishes on 20 channels over 2 connections)
+    if (g := opt("producer-channel-count")) is not None:
+        channels = _int(g, _value(g), 1)
+        out["publishers"] = out.get("publishers", PERFTEST_DEFAULTS["publishers"]) * channels
+        out["publisher_channels"] = channels
+    if (g := opt("consumer-channel-count")) is not None:
+        channels = _int(g, _value(g), 1)
+        out["consumers"] = out.get("consumers", PERFTEST_DEFAULTS["consumers"]) * channels
+        out["consumer_channels"] = channels
     if (g := opt("id")) is not None:
         out["name"] = _value(g)
     if (g := opt("uri")) is not None:

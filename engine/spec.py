@@ -193,6 +193,20 @@ FIELDS: dict[str, FieldInfo] = {
         "every queue of the run dead-letters to (x-dead-letter-exchange); flowdeck consumes "
         "it and counts each message dead-lettered; empty = none",
     ),
+    "publisher_channels": FieldInfo(
+        int,
+        "publishers per connection: each publisher is a channel, this many share one "
+        "connection (PerfTest's -X)",
+        1,
+        2047,
+    ),
+    "consumer_channels": FieldInfo(
+        int,
+        "consumers per connection: each consumer is a channel, this many share one "
+        "connection (PerfTest's -Y)",
+        1,
+        2047,
+    ),
     "heartbeat": FieldInfo(
         int,
         "AMQP heartbeat asked of the broker, seconds; 0 = none, -1 = the uri's heartbeat "
@@ -296,6 +310,8 @@ class RunSpec:
     poison: float = 0.0
     requeue: bool = True
     dead_letter_queue: str = ""
+    publisher_channels: int = 1
+    consumer_channels: int = 1
     heartbeat: int = -1
     frame_max: int = 0
     channel_max: int = 0

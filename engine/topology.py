@@ -289,8 +289,12 @@ def amqp_port(uri: str) -> int:
 
 
 def connections_needed(spec: RunSpec) -> int:
-    """One connection per publisher and per consumer, as PerfTest does."""
-    return spec.publishers + spec.consumers
+    """One connection per publisher and per consumer, as PerfTest does, or per group of
+    ``publisher_channels`` / ``consumer_channels`` of them (a worker's last group may be
+    short: counted whole), and one per worker on the dead-letter queue."""
+    publishers = -(-spec.publishers // spec.publisher_channels)
+    consumers = -(-spec.consumers // spec.consumer_channels)
+    return publishers + consumers + (max(1, spec.workers) if spec.dead_letter_queue else 0)
 
 
 def free_sockets(nodes: Iterable[Capacity]) -> tuple[int, int]:

@@ -133,7 +133,11 @@ class _Worker:
         self.retired_publishers: list[Publisher] = []
         self.retired_consumers: list[Consumer] = []
         self.connections: dict[object, Connection] = {}  # client -> its connection
-        self._client_of: dict[int, Publisher | Consumer] = {}  # id(connection) -> client
+        #: id(connection) -> the clients on it (one each, or a group's channels).
+        self._client_of: dict[int, list[Publisher | Consumer]] = {}
+        #: The connections groups of clients share (role, group) -> the connection opening
+        #: or open (see ``_connect``).
+        self._shared: dict[tuple[str, int], asyncio.Future[Connection]] = {}
         self._recovering: dict[Publisher | Consumer, asyncio.Task[None]] = {}
         self._backoff: dict[Publisher | Consumer, tuple[float, float]] = {}  # delay, ok at
         self._outage_since: float | None = None
@@ -337,8 +341,34 @@ class _Worker:
         return self.assignment.start_at + self.spec.duration
 
     async def _connect(self, role: str, client_id: int, attempt: int = 0) -> Connection:
-        """A connection for one client, to its node (``node_order``); each reconnect
-        attempt tries the next node, so clients of a lost node move to one that is up."""
+        """A connection for one client: its own, or the one it shares with the other
+        channels of its group (``publisher_channels`` / ``consumer_channels``: the worker's
+        k-th client of a role is on its connection k // channels, as PerfTest's -X/-Y open
+        that many channels per connection). A group's connection is opened once and reused
+        while it is open (a client reconnecting after a loss opens it again for all)."""
+        channels = (
+            self.spec.publisher_channels if role == "publisher" else self.spec.consumer_channels
+        )
+        if channels <= 1 or client_id >= DEAD_LETTER_CONSUMER_BASE:
+            return await self._open_connection(role, client_id, attempt)
+        workers = self.assignment.workers
+        group = (client_id // workers) // channels
+        key = (role, group)
+        shared = self._shared.get(key)
+        if shared is not None:
+            if not shared.done():
+                return await asyncio.shield(shared)
+            if shared.exception() is None and shared.result().is_open:
+                return shared.result()
+        first = global_id(group * channels, self.index, workers)
+        opening = asyncio.ensure_future(self._open_connection(role, first, attempt))
+        self._shared[key] = opening
+        return await asyncio.shield(opening)
+
+    async def _open_connection(self, role: str, client_id: int, attempt: int = 0) -> Connection:
+        """A new connection named after ``client_id``, to its node (``node_order``); each
+        reconnect attempt tries the next node, so clients of a lost node move to one that
+        is up."""
         uris = self.assignment.uris
         order = node_order(
             role, client_id, len(uris), self.assignment.queue_leaders, self.spec.consumer_node
@@ -420,10 +450,24 @@ class _Worker:
     def _attach(self, client: Publisher | Consumer, connection: Connection) -> None:
         old = self.connections.get(client)
         if old is not None:
-            self._client_of.pop(id(old), None)
+            self._detach(client, old)
         connection.read_hold = self._read_hold
         self.connections[client] = connection
-        self._client_of[id(connection)] = client
+        self._client_of.setdefault(id(connection), []).append(client)
+
+    def _detach(self, client: Publisher | Consumer, connection: Connection) -> bool:
+        """Take ``client`` off ``connection``; whether no client is left on it."""
+        clients = self._client_of.get(id(connection), [])
+        if client in clients:
+            clients.remove(client)
+        if not clients:
+            self._client_of.pop(id(connection), None)
+            return True
+        return False
+
+    def _open_connections(self) -> list[Connection]:
+        """Every connection of the worker's clients, each once."""
+        return list({id(c): c for c in self.connections.values()}.values())
 
     async def _resize_consumers(self, target: int) -> None:
         workers = self.assignment.workers
@@ -541,12 +585,15 @@ class _Worker:
             task.cancel()
         connection = self.connections.pop(client, None)
         if connection is not None:
-            self._client_of.pop(id(connection), None)
-            with contextlib.suppress(Exception):
-                await connection.close("flowdeck client removed")
+            if self._detach(client, connection):
+                with contextlib.suppress(Exception):
+                    await connection.close("flowdeck client removed")
+            elif isinstance(client, Publisher):  # others share the connection: its channel
+                with contextlib.suppress(Exception):
+                    await client.channel.close("flowdeck publisher removed")
 
     async def _close_all(self) -> None:
-        connections = list(self.connections.values())
+        connections = self._open_connections()
         self.connections.clear()
         await asyncio.gather(
             *(c.close("flowdeck run finished") for c in connections), return_exceptions=True
@@ -732,7 +779,7 @@ class _Worker:
         del self._dead_latency.actual[:], self._dead_latency.intended[:]
         encoded[(LatencyKind.END_TO_END, SendBasis.ACTUAL)] = hdr.encode(actual)
         encoded[(LatencyKind.END_TO_END, SendBasis.INTENDED)] = hdr.encode(intended)
-        connections = [c for c in self.connections.values() if c.is_open]
+        connections = [c for c in self._open_connections() if c.is_open]
         reasons = sorted({c.blocked_reason for c in connections if c.blocked_reason})
         settings = self.settings
         publishing = not settings.paused and not self.stopping
@@ -785,9 +832,9 @@ class _Worker:
         )
 
     def _on_unblocked(self, connection: Connection) -> None:
-        client = self._client_of.get(id(connection))
-        if isinstance(client, Publisher):
-            client.pump()
+        for client in self._client_of.get(id(connection), []):
+            if isinstance(client, Publisher):
+                client.pump()
         self._event(
             EventKind.UNBLOCKED,
             f"broker unblocked connection {connection.name!r}",
@@ -795,8 +842,13 @@ class _Worker:
         )
 
     def _on_lost(self, connection: Connection, reason: AmqpClosed) -> None:
-        client = self._client_of.get(id(connection))
-        if client is None or self.stopping or self.connections.get(client) is not connection:
+        for client in list(self._client_of.get(id(connection), [])):
+            self._client_lost(client, connection, reason)
+
+    def _client_lost(
+        self, client: Publisher | Consumer, connection: Connection, reason: AmqpClosed
+    ) -> None:
+        if self.stopping or self.connections.get(client) is not connection:
             return  # a client being removed, or the run is over
         if self._outage_since is None:
             self._outage_since = time.time()

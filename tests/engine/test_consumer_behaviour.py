@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -17,9 +18,12 @@ import httpx
 import pytest
 
 from flowdeck.collectors import Broker
+from flowdeck.engine.autotune import Autopilot, State
 from flowdeck.engine.change import Change, Setting, parse_change
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.errors import SpecError
+from flowdeck.engine.events import EventKind
+from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.snapshot import ClientSnapshot
 from flowdeck.engine.spec import RunSpec
 from tests.engine.test_worker import Run, base_spec, run_spec
@@ -201,3 +205,117 @@ def test_delivery_limit_dead_letters_exactly_the_poison_messages(
         assert _stat(dlq, "deliver_get") == _stat(dlq, "ack") == poison
     finally:
         _drop_exchange(management_url, dead)
+
+
+def test_ten_publishers_and_ten_consumers_share_one_connection_each(
+    shared_uri: str, unique_name: str, management_url: str
+) -> None:
+    spec = base_spec(
+        unique_name,
+        shared_uri,
+        name=unique_name,
+        publishers=10,
+        publisher_channels=10,
+        consumers=10,
+        consumer_channels=10,
+        rate=20.0,
+        duration=20,
+    )
+    seen: dict[str, int] = {}
+
+    async def run_and_look() -> Controller:
+        controller = Controller(spec, broker=Broker.parse(spec.uri), drain_seconds=3)
+        await controller.start()
+        deadline = time.monotonic() + spec.duration
+        async with httpx.AsyncClient(auth=("guest", "guest"), timeout=10) as api:
+            while time.monotonic() < deadline:
+                await asyncio.sleep(1)
+                channels = (
+                    await api.get(
+                        f"{management_url}/api/channels",
+                        params={"columns": "connection_details.name,name"},
+                    )
+                ).json()
+                connections = (
+                    await api.get(
+                        f"{management_url}/api/connections",
+                        params={"columns": "name,client_properties.connection_name"},
+                    )
+                ).json()
+                ours = {
+                    c["name"]: c["client_properties"]["connection_name"]
+                    for c in connections
+                    if unique_name in c["client_properties"].get("connection_name", "")
+                }
+                seen.clear()
+                for channel in channels:
+                    name = ours.get(channel["connection_details"]["name"])
+                    if name is not None:
+                        seen[name] = seen.get(name, 0) + 1
+                if len(seen) == 2 and all(n >= 10 for n in seen.values()):
+                    break
+        await controller.stop("the test has seen the channels")
+        return controller
+
+    controller = asyncio.run(run_and_look())
+    print(f"\nchannels per connection (management API): {seen}")
+    # One publishing connection and one consuming one, 10 channels each.
+    assert sorted(seen.values()) == [10, 10], seen
+    assert sorted(name.split()[-2] for name in seen) == ["consumer", "publisher"], seen
+    summary = controller.summary
+    assert summary is not None
+    safety = summary.safety
+    assert safety.published > 0 and safety.consumed == safety.published
+    assert safety.lost == safety.duplicates == 0
+
+
+@pytest.mark.slow
+def test_the_prefetch_autopilot_climbs_past_a_prefetch_that_holds_working_consumers_back(
+    shared_uri: str, unique_name: str, tmp_path: Path
+) -> None:
+    """4 consumers working 5 ms a message take up to 800 msg/s; 600 are published. At
+    prefetch 1 each waits a round trip per message and falls behind (overloaded): the
+    autopilot climbs on instead of stopping there, and leaves the run at a prefetch whose
+    consumers keep up."""
+    spec = base_spec(
+        unique_name,
+        shared_uri,
+        name="autotune-work",
+        publishers=1,
+        consumers=4,
+        rate=600.0,
+        prefetch=1,
+        work=5.0,
+        duration=120,
+    )
+
+    async def tune() -> tuple[Controller, Autopilot]:
+        controller = Controller(
+            spec,
+            broker=Broker.parse(spec.uri),
+            recording=RunRecording(tmp_path / "sessions"),
+            drain_seconds=1,
+        )
+        autopilot = Autopilot(controller, "prefetch")  # its own rule: 6 s holds at least
+        autopilot.attach()
+        await controller.start()
+        deadline = time.monotonic() + spec.duration
+        while autopilot.active and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        await controller.stop("the autopilot is done")
+        return controller, autopilot
+
+    controller, autopilot = asyncio.run(tune())
+    said = [e.message for e in controller.events if e.kind is EventKind.INFO]
+    steps = autopilot.search.steps
+    by_value = {s.value: (round(s.point.throughput, 1), s.verdict.value) for s in steps}
+    print(f"\nprefetch steps: {by_value}; chosen {autopilot.chosen}")
+    assert autopilot.state is State.DONE, said
+    first = steps[0]
+    assert first.value == 1 and first.point.throughput < 0.9 * spec.target_rate, by_value
+    assert len({s.value for s in steps}) >= 3, by_value  # it climbed past the overload
+    chosen = autopilot.chosen
+    assert chosen is not None and chosen > 1, said
+    at_choice = [s.point.throughput for s in steps if s.value == chosen]
+    assert max(at_choice) >= 0.95 * spec.target_rate, by_value
+    assert controller.settings.prefetch == chosen

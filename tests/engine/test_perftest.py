@@ -185,7 +185,6 @@ UNSUPPORTED = [
     ("-Q 10", "-Q (flowdeck sets prefetch per consumer"),
     ("-K", "-K (flowdeck publishes with one routing key"),
     ("-P 5", "-P (use -r"),
-    ("-X 2", "-X 2 (flowdeck opens one channel per producer"),
     ("-m 10", "-m 10 (flowdeck publishes without transactions"),
     ("-ad true", "-ad true (flowdeck keeps its queues"),
     ("-u a,b", "a list of queue names"),
