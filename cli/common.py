@@ -162,7 +162,7 @@ def add_spec_arguments(parser: argparse.ArgumentParser) -> None:
             continue
         help_text = info.help.replace("%", "%%")  # argparse %-formats help
         if info.low is not None and info.high is not None:
-            unit = f" {info.unit}" if info.unit else ""
+            unit = f" {info.unit}".replace("%", "%%") if info.unit else ""
             help_text += f" ({format_number(info.low)}..{format_number(info.high)}{unit})"
         if info.choices:
             help_text += f" (one of {info.named_choices})"

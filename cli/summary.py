@@ -241,6 +241,13 @@ def print_summary(summary: RunSummary, out: TextIO) -> None:
         ("unconfirmed", s.unconfirmed, None),
         ("lost (confirmed, never consumed)", s.lost, None),
     ]
+    if s.rejected or s.dead_lettered or s.dropped:  # consumers that reject (RunSpec.reject)
+        rows[-1:-1] = [
+            ("rejected by consumers", s.rejected, None),
+            ("  of them requeued", s.requeued, None),
+            ("dead-lettered (taken off the DLQ)", s.dead_lettered, None),
+            ("dropped (rejected, not in DLQ)", s.dropped, None),
+        ]
     lines = [
         "",
         f"run {printable(summary.name)} {summary.outcome} ({printable(summary.stop_reason)}) "

@@ -5,7 +5,9 @@ or consumed twice: a message published by worker 0's publisher 4 may be consumed
 1. Each report carries, per publisher id, the sequence numbers confirmed, nacked and
 consumed as ranges; merged across workers:
 
-* lost = confirmed by the broker and never consumed anywhere;
+* lost = confirmed by the broker and never consumed anywhere, nor taken off the run's
+  dead-letter queue, nor rejected for good by a consumer (the broker dead-letters or drops
+  those: ``dead_lettered`` and ``dropped``);
 * duplicates = deliveries of a sequence already consumed: each worker counts its own, and
   a sequence consumed in two workers adds one more per extra worker;
 * unconfirmed = published but neither confirmed nor nacked when the run ended.
@@ -91,13 +93,27 @@ def cross_worker_duplicates(reports: Sequence[WorkerReport]) -> int:
 
 
 def lost_messages(reports: Sequence[WorkerReport]) -> int:
-    """Confirmed but never consumed, across all workers."""
+    """Confirmed but never consumed, dead-lettered or rejected for good, across all
+    workers."""
     confirmed = _by_publisher(r.confirmed for r in reports)
-    consumed = _by_publisher(r.consumed for r in reports)
+    accounted = _by_publisher((*r.consumed, *r.dead_lettered, *r.discarded) for r in reports)
     lost = 0
     for publisher, ranges in confirmed.items():
-        lost += count(difference(union(ranges), union(consumed.get(publisher, []))))
+        lost += count(difference(union(ranges), union(accounted.get(publisher, []))))
     return lost
+
+
+def dead_lettered_and_dropped(reports: Sequence[WorkerReport]) -> tuple[int, int]:
+    """Messages taken off the run's dead-letter queue, and messages rejected for good that
+    were neither consumed nor seen there (the broker dropped them), across all workers."""
+    dead = _by_publisher(r.dead_lettered for r in reports)
+    taken = _by_publisher((*r.consumed, *r.dead_lettered) for r in reports)
+    discarded = _by_publisher(r.discarded for r in reports)
+    dropped = sum(
+        count(difference(union(ranges), union(taken.get(publisher, []))))
+        for publisher, ranges in discarded.items()
+    )
+    return sum(count(union(ranges)) for ranges in dead.values()), dropped
 
 
 def stand_in_report(worker: int, last: ClientSnapshot | None) -> WorkerReport:
@@ -126,6 +142,7 @@ def data_safety(reports: Sequence[WorkerReport], *, confirms: bool = True) -> Da
     totals = Counters()
     for report in reports:
         totals = totals + report.counters
+    dead_lettered, dropped = dead_lettered_and_dropped(reports)
     return DataSafety(
         published=totals.published,
         confirmed=totals.confirmed,
@@ -137,6 +154,10 @@ def data_safety(reports: Sequence[WorkerReport], *, confirms: bool = True) -> Da
         unconfirmed=sum(r.published_unconfirmed for r in reports) if confirms else 0,
         lost=lost_messages(reports),
         confirms=confirms,
+        rejected=totals.rejected,
+        requeued=totals.requeued,
+        dead_lettered=dead_lettered,
+        dropped=dropped,
     )
 
 

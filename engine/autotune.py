@@ -24,7 +24,8 @@ The search, as stated in ``docs/engine.md`` (The autopilot):
   go through ``figures.verdict`` (``judge``, ``ranked_throughput``, ``recommend``),
   the one home of the verdict rules.
 * **Stop** when throughput stops rising (the best so far not beaten by more than the
-  report's tolerance for :data:`FLAT_STEPS` steps), when a step is overloaded, its e2e p99
+  report's tolerance for :data:`FLAT_STEPS` steps), when a step is overloaded (for prefetch
+  and the ack interval: overloaded without beating every step before), its e2e p99
   is past ``max_p99_ms`` or the backlog past ``max_backlog``, or the ladder ends; then the
   run is set to the value :func:`~flowdeck.figures.verdict.recommend` picks from the
   steps (the report's recommendation over the same phases) and an event says so.
@@ -94,6 +95,10 @@ PLAIN_LADDER: tuple[int, ...] = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000)
 #: Steps in a row not beating the best so far (by more than the report's tolerance) that
 #: end the search: throughput has stopped rising.
 FLAT_STEPS = 2
+#: The consumers' windows: a step of theirs that is overloaded while its consumers took
+#: more than every step before is below the knee (the window holds the consumers back,
+#: as a small prefetch does when each message takes work), so the search climbs on.
+CONSUMER_WINDOWS: tuple[Setting, ...] = (Setting.PREFETCH, Setting.ACK_EVERY)
 #: The source the autopilot's changes carry in the event log.
 SOURCE = "autotune"
 #: The latency the bounds and the report's sweep tables use.
@@ -263,7 +268,10 @@ class Search:
         )
         self.steps.append(step)
         name = f"{self.setting.value}={step.value}"
-        if step.verdict is Verdict.OVERLOADED:
+        if step.verdict is Verdict.OVERLOADED and not (
+            self.setting in CONSUMER_WINDOWS
+            and step.point.throughput > best_before / THROUGHPUT_TOLERANCE
+        ):
             return f"{name} is overloaded ({step.reason})"
         if self.bounds.max_p99_ms is not None and (
             step.p99_ms is not None and step.p99_ms > self.bounds.max_p99_ms

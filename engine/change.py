@@ -14,6 +14,7 @@ there.
 
 from __future__ import annotations
 
+import re
 import shlex
 from dataclasses import dataclass, replace
 from typing import cast
@@ -204,13 +205,35 @@ def parse_change(text: str) -> Change:
     setting = parse_setting(name)
     raw = raw.strip()
     relative = raw.startswith(("+", "-"))
-    try:
-        value = float(raw)
-    except ValueError:
-        raise SpecError(setting.value, f"{setting.value} needs a number, got {raw!r}") from None
-    if setting not in BY_SETTING:
+    row = BY_SETTING.get(setting)
+    if row is None:
         raise SpecError(setting.value, f"{setting.value} takes no value")
-    return Change(setting, value, relative=relative)
+    return Change(setting, number_in_unit(setting.value, raw, row.unit), relative=relative)
+
+
+#: The units a value may be written in, by a row's unit: each one's size in the row's unit
+#: (``work=5ms``, ``work=0.5s``, ``work=250us``, ``reject=10%``).
+UNITS: dict[str, dict[str, float]] = {
+    "ms": {"ms": 1.0, "s": 1000.0, "us": 0.001, "µs": 0.001},
+    "%": {"%": 1.0},
+    "msg/s": {"msg/s": 1.0, "/s": 1.0},
+}
+_NUMBER_AND_UNIT = re.compile(r"^([+-]?[0-9.]+(?:e[+-]?[0-9]+)?)\s*([a-zµ%/]*)$", re.IGNORECASE)
+
+
+def number_in_unit(name: str, raw: str, unit: str) -> float:
+    """``raw`` (``5``, ``5ms``, ``0.5s``) as a number in ``unit``: a bare number is in the
+    unit already; a unit the setting is not measured in is refused, naming the ones it is."""
+    match = _NUMBER_AND_UNIT.match(raw.strip())
+    scales = UNITS.get(unit, {unit: 1.0} if unit else {})
+    if match is None or (match.group(2) and match.group(2).lower() not in scales):
+        units = f", or one with a unit ({', '.join(scales)})" if scales else ""
+        raise SpecError(name, f"{name} needs a number{units}, got {raw!r}")
+    try:
+        value = float(match.group(1))
+    except ValueError:
+        raise SpecError(name, f"{name} needs a number, got {raw!r}") from None
+    return value * scales.get(match.group(2).lower(), 1.0) if match.group(2) else value
 
 
 def apply_change(settings: Settings, change: Change) -> Settings:

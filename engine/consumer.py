@@ -10,6 +10,18 @@ applies it to consumers started afterwards), so :meth:`Consumer.set_prefetch` op
 second channel with the new qos, consumes there, and only then cancels the old consumer
 and acks what it still held: consumption never stops and the new value is really in force.
 
+A consumer that works or rejects (:class:`Handling`, shared by a worker's consumers and
+changed live) takes its deliveries one at a time, as an application does: each one is
+counted when it arrives (its latency too, as PerfTest counts it), then waits its turn in the
+consumer's work lane, is worked on for its drawn work time (``asyncio.sleep`` on the
+consumer's own task: the worker's other consumers go on meanwhile) and only then acked, or
+rejected (basic.nack, requeued or not). The lane keeps the consumer's clock: a message's
+work starts when the one before it ended, or when it arrived if the consumer was idle, so a
+timer that wakes late does not slow a busy consumer down. A rejected delivery is not
+consumed: it counts as rejected (and requeued when sent back); a poison message (marked by
+its publisher, the top bit of the publisher id) is rejected at every delivery. Deliveries
+rejected for good are kept by sequence, so the run's accounting can tell them from lost.
+
 A consumer whose channel is closed or whose consumer the broker cancels (queue deleted)
 tells ``on_trouble``; the worker then calls :meth:`Consumer.resubscribe`, on a new
 connection when the old one is gone. The tally goes on: redeliveries of what was unacked at
@@ -20,17 +32,93 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
 from flowdeck.engine.amqp.connection import AmqpClosed, Channel, Connection, NullListener
-from flowdeck.engine.amqp.frames import ACK_FIELDS, ACK_TAG_OFFSET, BODY_FIELDS, ack_frame
+from flowdeck.engine.amqp.frames import (
+    ACK_FIELDS,
+    ACK_TAG_OFFSET,
+    BODY_FIELDS,
+    ack_frame,
+    nack_frame,
+)
 from flowdeck.engine.samples import LatencySamples
 from flowdeck.engine.sequences import SequenceSet
 
 _unpack_body = BODY_FIELDS.unpack_from
 _pack_ack = ACK_FIELDS.pack_into
+#: The publisher id's top bit marks a poison message (publisher ids stay below it).
+POISON_MARK = 0x8000_0000
+_PUBLISHER_BITS = POISON_MARK - 1
+
+
+class Handling:
+    """How a worker's consumers treat each delivery: work time, rejections, poison. One
+    object shared by them all, changed in place when a setting changes (``active`` says
+    whether there is anything to do beyond acking)."""
+
+    __slots__ = (
+        "active",
+        "distribution",
+        "limited",
+        "poison_seen",
+        "reject",
+        "requeue",
+        "spread",
+        "work",
+    )
+
+    def __init__(
+        self,
+        *,
+        work_ms: float = 0.0,
+        distribution: str = "constant",
+        spread_ms: float = 0.0,
+        reject: float = 0.0,
+        requeue: bool = True,
+        poison: float = 0.0,
+        limited: bool = False,
+    ) -> None:
+        self.distribution = distribution
+        #: The queues have a delivery limit (x-delivery-limit): a poison message requeued
+        #: is dead-lettered or dropped by the broker in the end, so it is rejected for good.
+        self.limited = limited
+        self.spread = spread_ms / 1000
+        self.requeue = requeue
+        self.work = 0.0
+        self.reject = 0.0
+        #: Once poison messages were published in the run, every delivery is looked at.
+        self.poison_seen = False
+        self.active = False
+        self.set(work_ms=work_ms, reject=reject, poison=poison)
+
+    def set(
+        self,
+        *,
+        work_ms: float | None = None,
+        reject: float | None = None,
+        poison: float | None = None,
+    ) -> None:
+        if work_ms is not None:
+            self.work = work_ms / 1000
+        if reject is not None:
+            self.reject = reject / 100
+        if poison:
+            self.poison_seen = True
+        self.active = bool(self.work or self.reject or self.poison_seen)
+
+    def draw(self) -> float:
+        """One message's work time in seconds."""
+        work = self.work
+        if not work or self.distribution == "constant":
+            return work
+        if self.distribution == "uniform":
+            return max(0.0, random.uniform(work - self.spread, work + self.spread))
+        return random.expovariate(1 / work)
 
 
 class ConsumerTally:
@@ -42,11 +130,15 @@ class ConsumerTally:
     __slots__ = (
         "acked",
         "consumed",
+        "discarded",
         "duplicates",
         "first_ns",
         "foreign",
         "last_ns",
+        "poison",
         "redelivered",
+        "rejected",
+        "requeued",
         "sequences",
     )
 
@@ -55,6 +147,14 @@ class ConsumerTally:
         self.acked = 0
         self.redelivered = 0
         self.duplicates = 0
+        #: Deliveries rejected (basic.nack), of them sent back to the queue, and of them
+        #: poison messages.
+        self.rejected = 0
+        self.requeued = 0
+        self.poison = 0
+        #: This run's messages rejected without requeue, by publisher: the broker
+        #: dead-lettered or dropped them.
+        self.discarded: dict[int, SequenceSet] = {}
         self.foreign = 0  # messages not from this run (too short, or sent before it began)
         self.sequences = sequences
         #: Unix ns of the first and last delivery of this run's messages (0: none yet).
@@ -83,7 +183,51 @@ class ConsumerChannel(NullListener):
         self, tag: int, redelivered: bool, buffer: bytes | bytearray, offset: int, size: int
     ) -> None:
         consumer = self.consumer
+        if consumer.handling.active:
+            self._handle(tag, redelivered, buffer, offset, size)
+            return
         consumer.consumed += 1
+        self._count(redelivered, buffer, offset, size)
+        if consumer.auto_ack:
+            return
+        self._last_tag = tag
+        self.unacked += 1
+        if self.unacked >= consumer.ack_every:
+            self._queue_ack()
+
+    def _handle(
+        self, tag: int, redelivered: bool, buffer: bytes | bytearray, offset: int, size: int
+    ) -> None:
+        """A delivery of a consumer that works or rejects (see the module doc)."""
+        consumer = self.consumer
+        handling = consumer.handling
+        tally = consumer.tally
+        consumer.consumed += 1
+        poison = size >= 28 and buffer[offset] & 0x80
+        if poison or (handling.reject and random.random() < handling.reject):
+            tally.rejected += 1
+            if redelivered:
+                tally.redelivered += 1
+            if poison:
+                tally.poison += 1
+            requeue = handling.requeue
+            if requeue:
+                tally.requeued += 1
+            if (not requeue or (poison and handling.limited)) and size >= 28:
+                publisher, sequence, actual, _ = _unpack_body(buffer, offset)
+                if actual >= consumer.run_start_ns:
+                    publisher &= _PUBLISHER_BITS
+                    kept = tally.discarded.get(publisher)
+                    if kept is None:
+                        kept = tally.discarded[publisher] = SequenceSet()
+                    kept.add(sequence)
+            consumer.settle(self, tag, requeue, rejected=True)
+            return
+        self._count(redelivered, buffer, offset, size)
+        consumer.settle(self, tag, False, rejected=False)
+
+    def _count(self, redelivered: bool, buffer: bytes | bytearray, offset: int, size: int) -> None:
+        consumer = self.consumer
         tally = consumer.tally
         tally.consumed += 1
         if redelivered:
@@ -91,6 +235,7 @@ class ConsumerChannel(NullListener):
         if size >= 28:
             publisher, sequence, actual, intended = _unpack_body(buffer, offset)
             if actual >= consumer.run_start_ns:
+                publisher &= _PUBLISHER_BITS  # a poison mark is no part of the id
                 tracker = tally.sequences.get(publisher)
                 if tracker is None:
                     tracker = tally.sequences[publisher] = SequenceSet()
@@ -107,11 +252,16 @@ class ConsumerChannel(NullListener):
                 tally.foreign += 1
         else:
             tally.foreign += 1
-        if consumer.auto_ack:
+
+    def settle(self, tag: int, requeue: bool, *, rejected: bool) -> None:
+        """Ack (every ``ack_every``) or reject one delivery now; written at the read's end
+        (or at once when called from the work lane)."""
+        if rejected:
+            self._out += nack_frame(self.channel.id, tag, requeue)
             return
         self._last_tag = tag
         self.unacked += 1
-        if self.unacked >= consumer.ack_every:
+        if self.unacked >= self.consumer.ack_every:
             self._queue_ack()
 
     def _queue_ack(self) -> None:
@@ -155,8 +305,18 @@ class Consumer:
         tally: ConsumerTally,
         latency: LatencySamples,
         run_start_ns: int,
+        handling: Handling | None = None,
     ) -> None:
         self.consumer_id = consumer_id
+        self.handling = handling if handling is not None else Handling()
+        #: Deliveries waiting for their work (see the module doc): when each came (loop
+        #: time), the channel it came on, its tag, whether it is requeued and rejected.
+        self._lane: deque[tuple[float, ConsumerChannel, int, bool, bool]] = deque()
+        self._lane_wake: asyncio.Event | None = None
+        self._lane_task: asyncio.Task[None] | None = None
+        self._lane_busy_until = 0.0
+        #: Lane entries per channel: a retired channel closes once its are settled.
+        self._lane_held: dict[ConsumerChannel, int] = {}
         self.connection = connection
         self.queue = queue
         self.prefetch = prefetch
@@ -176,7 +336,75 @@ class Consumer:
 
     @property
     def unacked(self) -> int:
-        return self.current.unacked if self.current is not None else 0
+        held = self.current.unacked if self.current is not None else 0
+        return held + len(self._lane)
+
+    def settle(self, channel: ConsumerChannel, tag: int, requeue: bool, *, rejected: bool) -> None:
+        """Settle a delivery of ``channel`` now, or after its work in the lane."""
+        if not self.handling.work and not self._lane:
+            channel.settle(tag, requeue, rejected=rejected)
+            return
+        loop = asyncio.get_running_loop()
+        self._lane.append((loop.time(), channel, tag, requeue, rejected))
+        self._lane_held[channel] = self._lane_held.get(channel, 0) + 1
+        if self._lane_task is None:
+            self._lane_wake = asyncio.Event()
+            self._lane_task = loop.create_task(self._work())
+        elif self._lane_wake is not None:
+            self._lane_wake.set()
+
+    async def _work(self) -> None:
+        """The consumer's work lane: one delivery at a time, each for its drawn work time
+        from when the one before it ended (or it arrived), then settled."""
+        lane = self._lane
+        wake = self._lane_wake
+        assert wake is not None
+        loop = asyncio.get_running_loop()
+        while True:
+            while not lane:
+                wake.clear()
+                await wake.wait()
+            # From when it came, or when the one before it ended: a timer that woke late
+            # does not make the next message start late.
+            until = max(lane[0][0], self._lane_busy_until) + self.handling.draw()
+            self._lane_busy_until = until
+            while (delay := until - loop.time()) > 0:
+                await asyncio.sleep(delay)
+            if not lane:  # settled meanwhile (the consumer stopped)
+                continue
+            _, channel, tag, requeue, rejected = lane.popleft()
+            self._release(channel)
+            if channel.channel.is_open and channel.channel.closed_reason is None:
+                channel.settle(tag, requeue, rejected=rejected)
+                channel.on_read_done()
+
+    def _release(self, channel: ConsumerChannel) -> None:
+        held = self._lane_held.get(channel, 0) - 1
+        if held > 0:
+            self._lane_held[channel] = held
+        else:
+            self._lane_held.pop(channel, None)
+
+    async def _lane_done(self, channel: ConsumerChannel) -> None:
+        """Wait until the lane holds nothing of ``channel`` (its work done and settled)."""
+        while self._lane_held.get(channel) and self._lane_task is not None:
+            await asyncio.sleep(min(0.05, max(self.handling.work, 0.001)))
+
+    def _settle_lane_now(self) -> None:
+        """Settle what waits in the lane at once (the run is stopping): each delivery was
+        counted when it came, so it must not go back to the queue."""
+        lane = self._lane
+        while lane:
+            _, channel, tag, requeue, rejected = lane.popleft()
+            self._release(channel)
+            if channel.channel.is_open and channel.channel.closed_reason is None:
+                channel.settle(tag, requeue, rejected=rejected)
+                channel.on_read_done()
+
+    def _stop_lane(self) -> None:
+        task, self._lane_task = self._lane_task, None
+        if task is not None:
+            task.cancel()
 
     async def start(self) -> None:
         self.current = await self._subscribe(self.prefetch)
@@ -215,6 +443,7 @@ class Consumer:
         # closing, or closing the channel would requeue them.
         try:
             await old.channel.cancel(old.consumer_tag)
+            await self._lane_done(old)
             old.flush()
             await old.channel.close("prefetch changed")
         except AmqpClosed:
@@ -231,10 +460,12 @@ class Consumer:
             if current is not None and self.error is None:
                 try:
                     await current.channel.cancel(current.consumer_tag)
+                    self._settle_lane_now()
                     current.flush()
                     await current.channel.close("run finished")
                 except AmqpClosed:
                     pass
+            self._stop_lane()
 
     async def resubscribe(self, connection: Connection | None = None) -> None:
         """Consume again after trouble: on ``connection`` when the old one is gone, else on
@@ -246,6 +477,7 @@ class Consumer:
                 self.connection = connection
             old, self.current = self.current, None
             if old is not None and old.channel.is_open and old.channel.closed_reason is None:
+                self._settle_lane_now()
                 old.flush()
                 with contextlib.suppress(AmqpClosed):
                     await old.channel.close("consuming again")

@@ -887,7 +887,8 @@ class Controller:
         if self._cleanup:
             try:
                 # Any node that is up: node 1 may be the one a fault took down.
-                deleted = await topology.delete_queues(self.broker.uris, self.spec.queue_names)
+                names = (*self.spec.queue_names, *filter(None, [self.spec.dead_letter_queue]))
+                deleted = await topology.delete_queues(self.broker.uris, names)
                 self._event(EventKind.INFO, f"deleted {deleted} queue(s) of the run")
             except FlowdeckError as exc:
                 errors.append(f"queues not deleted: {exc}")

@@ -30,7 +30,8 @@ UNDELIVERED_EXIT = 98
 def needs_a_look(spec: RunSpec, safety: DataSafety) -> bool:
     """Whether the run consumed too little to end without saying where its messages went
     (then the messages left in its queues are worth reading)."""
-    delivered = safety.consumed - safety.duplicates
+    # Messages the consumers rejected for good or the broker dead-lettered were delivered.
+    delivered = safety.consumed - safety.duplicates + safety.dead_lettered + safety.dropped
     return spec.consumers > 0 and safety.published > 0 and delivered < safety.published / 2
 
 

@@ -74,6 +74,9 @@ COUNTERS: tuple[tuple[str, str, str], ...] = (
     ("flowdeck_acked", "acked", "deliveries consumers acknowledged"),
     ("flowdeck_redelivered", "redelivered", "deliveries flagged redelivered"),
     ("flowdeck_duplicates", "duplicates", "deliveries of a sequence already consumed"),
+    ("flowdeck_rejected", "rejected", "deliveries consumers rejected (basic.nack)"),
+    ("flowdeck_requeued", "requeued", "rejected deliveries sent back to the queue"),
+    ("flowdeck_dead_lettered", "dead_lettered", "messages taken off the dead-letter queue"),
 )
 
 

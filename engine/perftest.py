@@ -55,7 +55,15 @@ PERFTEST_DEFAULTS: Mapping[str, Any] = {
     "prefetch": 0,
     "ack_every": 1,
     "auto_ack": False,
+    "work": 0.0,
+    "work_distribution": "constant",
+    "work_spread": 0.0,
+    "reject": 0.0,
+    "poison": 0.0,
+    "requeue": True,  # PerfTest's --requeue default
     "interval": 1,
+    "publisher_channels": 1,
+    "consumer_channels": 1,
     "schedule": [],
 }
 
@@ -122,12 +130,19 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     PerfTestOption("X", "producer-channel-count"),
     PerfTestOption("Y", "consumer-channel-count"),
     PerfTestOption("m", "ptxsize"),
+    PerfTestOption("L", "consumer-latency"),
+    PerfTestOption("vl", "variable-latency", many=True),
+    PerfTestOption("na", "nack", takes_value=False),
+    PerfTestOption("re", "requeue"),
+    PerfTestOption("b", "heartbeat"),
+    PerfTestOption("M", "framemax"),
+    PerfTestOption("tnd", "tcp-no-delay"),
+    PerfTestOption("tsbs", "tcp-send-buffer-size"),
+    PerfTestOption("trbs", "tcp-receive-buffer-size"),
     PerfTestOption("n", "ctxsize"),
     _refused("C", "pmessages", "flowdeck runs stop on time, not on a message count; use -z"),
     _refused("D", "cmessages", "flowdeck runs stop on time, not on a message count; use -z"),
     _refused("vs", "variable-size", "message size cannot change during a flowdeck run"),
-    _refused("vl", "variable-latency", "flowdeck consumers have no processing delay"),
-    _refused("L", "consumer-latency", "flowdeck consumers have no processing delay"),
     _refused("R", "consumer-rate", "flowdeck consumers take what the broker delivers"),
     _refused("Q", "global-qos", "flowdeck sets prefetch per consumer (-q), not per channel"),
     _refused("K", "random-routing-key", "flowdeck publishes with one routing key", False),
@@ -144,8 +159,6 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     _refused("ct", "confirm-timeout", "flowdeck counts unconfirmed messages, it never fails them"),
     _refused("po", "polling", "flowdeck consumes with basic.consume only", False),
     _refused("pi", "polling-interval", "flowdeck consumes with basic.consume only"),
-    _refused("na", "nack", "flowdeck consumers ack every delivery", False),
-    _refused("re", "requeue", "flowdeck consumers ack every delivery"),
     _refused("B", "body", "flowdeck bodies carry its own sequence and timing header"),
     _refused("T", "body-content-type", "flowdeck bodies carry its own sequence header"),
     _refused("jb", "json-body", "flowdeck bodies carry its own sequence header", False),
@@ -162,8 +175,6 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     _refused("ms", "use-millis", "flowdeck measures latency in microseconds", False),
     _refused("mf", "metrics-format", "flowdeck prints its own progress lines"),
     _refused("em", "exposed-metrics", "flowdeck serves its own /metrics (--metrics-port)"),
-    _refused("M", "framemax", "flowdeck negotiates the broker's frame size"),
-    _refused("b", "heartbeat", "flowdeck negotiates the broker's heartbeat"),
     _refused("hst", "heartbeat-sender-threads", "a Java client setting with no flowdeck use"),
     _refused("niot", "nio-threads", "a Java client setting with no flowdeck use"),
     _refused("niotp", "nio-thread-pool", "a Java client setting with no flowdeck use"),
@@ -183,9 +194,6 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     _refused("udsc", "use-default-ssl-context", "give an amqps:// uri with -h", False),
     _refused("se", "sasl-external", "flowdeck logs in with the uri's user and password", False),
     _refused("sni", "server-name-indication", "give an amqps:// uri with -h"),
-    _refused("tsbs", "tcp-send-buffer-size", "flowdeck uses the system's socket buffers"),
-    _refused("trbs", "tcp-receive-buffer-size", "flowdeck uses the system's socket buffers"),
-    _refused("tnd", "tcp-no-delay", "flowdeck always sets TCP_NODELAY"),
     _refused("ei", "expected-instances", "one flowdeck controller runs all workers"),
     _refused("isn", "instance-sync-namespace", "one flowdeck controller runs all workers"),
     _refused("ist", "instance-sync-timeout", "one flowdeck controller runs all workers"),
@@ -355,6 +363,10 @@ def spec_from_perftest(args: str | Sequence[str], base: RunSpec | None = None) -
     rates = _all_values(given, "variable-rate")
     if rates:
         merged["rate"], schedule = _variable_rate(rates, duration)
+    latencies = _all_values(given, "variable-latency")
+    if latencies:
+        merged["work"], steps = _variable_latency(latencies, duration)
+        schedule = sorted([*schedule, *steps], key=lambda step: step.at)
     spec = spec_from_mapping(merged, replace(start, schedule=(), duration=duration))
     if schedule:
         spec = spec_from_mapping({"schedule": schedule}, spec)
@@ -374,8 +386,6 @@ def _unsupported_values(given: Sequence[_Given]) -> list[str]:
     """Values of accepted options that flowdeck cannot honour (e.g. ``-X 2``)."""
     problems: list[str] = []
     only: dict[str, tuple[str, str]] = {
-        "producer-channel-count": ("1", "flowdeck opens one channel per producer"),
-        "consumer-channel-count": ("1", "flowdeck opens one channel per consumer"),
         "ptxsize": ("0", "flowdeck publishes without transactions"),
         "ctxsize": ("0", "flowdeck acks without transactions"),
     }
@@ -443,6 +453,16 @@ def _mapping(given: Sequence[_Given]) -> dict[str, Any]:
         out["publishers"] = _int(g, _value(g), 0)
     if (g := opt("consumers")) is not None:
         out["consumers"] = _int(g, _value(g), 0)
+    # -X/-Y: channels per connection, each a producer or consumer of its own (PerfTest's
+    # -x 2 -X 10 publishes on 20 channels over 2 connections)
+    if (g := opt("producer-channel-count")) is not None:
+        channels = _int(g, _value(g), 1)
+        out["publishers"] = out.get("publishers", PERFTEST_DEFAULTS["publishers"]) * channels
+        out["publisher_channels"] = channels
+    if (g := opt("consumer-channel-count")) is not None:
+        channels = _int(g, _value(g), 1)
+        out["consumers"] = out.get("consumers", PERFTEST_DEFAULTS["consumers"]) * channels
+        out["consumer_channels"] = channels
     if (g := opt("id")) is not None:
         out["name"] = _value(g)
     if (g := opt("uri")) is not None:
@@ -477,6 +497,8 @@ def _mapping(given: Sequence[_Given]) -> dict[str, Any]:
         out["duration"] = float(_int(g, _value(g), 1))
     if (g := opt("interval")) is not None:
         out["interval"] = _int(g, _value(g), 1)
+    _map_consumer_behaviour(given, out)
+    _map_connection_tuning(given, out)
     flags = _all_values(given, "flag")
     if "persistent" in flags:
         out["persistent"] = True
@@ -489,6 +511,41 @@ def _mapping(given: Sequence[_Given]) -> dict[str, Any]:
     if out.get("queue_type") == "stream" and not out.get("prefetch"):
         out["prefetch"] = 200  # PerfTest's stream default
     return out
+
+
+def _bool(g: _Given) -> bool:
+    text = _value(g).lower()
+    if text not in ("true", "false"):
+        raise SpecError(
+            "perftest", f"PerfTest option {g.written} needs true or false, got {text!r}"
+        )
+    return text == "true"
+
+
+def _map_consumer_behaviour(given: Sequence[_Given], out: dict[str, Any]) -> None:
+    """-L (consumer latency, µs) as work time in ms; --nack as every delivery rejected,
+    requeued unless --requeue false (PerfTest's default is true)."""
+    if (g := _last(given, "consumer-latency")) is not None:
+        out["work"] = _int(g, _value(g), 0) / 1000
+    if _last(given, "nack") is not None:
+        out["reject"] = 100.0
+    if (g := _last(given, "requeue")) is not None:
+        out["requeue"] = _bool(g)
+
+
+def _map_connection_tuning(given: Sequence[_Given], out: dict[str, Any]) -> None:
+    """-b, -M, -tnd, -tsbs, -trbs as the run's connection settings (PerfTest's 0 for -b
+    and -M leaves them to the broker, as flowdeck's defaults do)."""
+    if (g := _last(given, "heartbeat")) is not None:
+        out["heartbeat"] = _int(g, _value(g), 0)
+    if (g := _last(given, "framemax")) is not None:
+        out["frame_max"] = _int(g, _value(g), 0)
+    if (g := _last(given, "tcp-no-delay")) is not None:
+        out["tcp_nodelay"] = _bool(g)
+    if (g := _last(given, "tcp-send-buffer-size")) is not None:
+        out["tcp_send_buffer"] = _int(g, _value(g), 0)
+    if (g := _last(given, "tcp-receive-buffer-size")) is not None:
+        out["tcp_receive_buffer"] = _int(g, _value(g), 0)
 
 
 def _map_queues(given: Sequence[_Given], out: dict[str, Any]) -> None:
@@ -689,17 +746,56 @@ def _variable_rate(rates: Sequence[str], duration: float) -> tuple[float, list[S
     return first_rate, _squash(steps, first_rate)
 
 
+def _variable_latency(
+    latencies: Sequence[str], duration: float
+) -> tuple[float, list[ScheduleStep]]:
+    """``-vl MICROSECONDS:SECONDS`` repeated: the first work time (ms) and the work changes
+    that follow it, the cycle repeated until the run ends, as PerfTest does."""
+    segments: list[tuple[float, float]] = []
+    for text in latencies:
+        micros_text, sep, seconds_text = text.partition(":")
+        try:
+            micros, period = int(micros_text), int(seconds_text)
+        except ValueError:
+            micros, period = -1, -1
+        if not sep or micros < 0 or period <= 0:
+            raise SpecError(
+                "perftest",
+                f"-vl/--variable-latency must be MICROSECONDS:DURATION with MICROSECONDS >= 0 "
+                f"and DURATION > 0 (whole numbers), got {text!r}",
+            )
+        segments.append((micros / 1000, float(period)))
+    steps: list[ScheduleStep] = []
+    at = 0.0
+    for index, (work, seconds) in enumerate(_cycled(segments)):
+        if at >= duration:
+            break
+        if index > 0:
+            steps.append(ScheduleStep(at, Change(Setting.WORK, work)))
+        at += seconds
+        if len(steps) > MAX_VARIABLE_RATE_STEPS:
+            raise SpecError(
+                "perftest",
+                f"-vl/--variable-latency over {format_number(duration)} s makes more than "
+                f"{MAX_VARIABLE_RATE_STEPS} changes; use longer periods or a shorter -z",
+            )
+    return segments[0][0], _squash(steps, segments[0][0], Setting.WORK)
+
+
 def _cycled(segments: Sequence[tuple[float, float]]) -> Iterator[tuple[float, float]]:
     while True:
         yield from segments
 
 
-def _squash(steps: list[ScheduleStep], first_rate: float) -> list[ScheduleStep]:
-    """Drop rate changes that set the rate already in force (``first_rate`` at the start)."""
+def _squash(
+    steps: list[ScheduleStep], first_rate: float, setting: Setting = Setting.RATE
+) -> list[ScheduleStep]:
+    """Drop changes of ``setting`` that set the value already in force (``first_rate`` at
+    the start)."""
     out: list[ScheduleStep] = []
     rate: float | None = first_rate
     for step in steps:
-        if step.change.setting is Setting.RATE:
+        if step.change.setting is setting:
             if step.change.value == rate:
                 continue
             rate = step.change.value

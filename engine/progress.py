@@ -91,7 +91,8 @@ class Tick:
 class DataSafety:
     """End-of-run accounting of every message, merged across all workers.
 
-    ``lost`` = confirmed by the broker but never consumed; ``unconfirmed`` = published but
+    ``lost`` = confirmed by the broker but never consumed, dead-lettered or rejected for
+    good; ``unconfirmed`` = published but
     neither confirmed nor nacked when the run ended (e.g. in flight when a node died).
     Without publisher confirms (``confirms`` false) the broker vouches for nothing: loss
     cannot be assessed and ``unconfirmed`` is 0, as no confirm was awaited. ``complete`` is
@@ -110,6 +111,14 @@ class DataSafety:
     lost: int
     confirms: bool = True
     complete: bool = True
+    #: Deliveries the consumers rejected, of them requeued; messages the broker
+    #: dead-lettered into the run's dead-letter queue (flowdeck took them off it); and
+    #: messages rejected for good that reached no dead-letter queue flowdeck read (the
+    #: broker dropped them). Neither of the last two counts as lost.
+    rejected: int = 0
+    requeued: int = 0
+    dead_lettered: int = 0
+    dropped: int = 0
 
     def to_json(self) -> dict[str, int | bool]:
         return asdict(self)

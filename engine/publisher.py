@@ -61,8 +61,12 @@ class Publisher(NullListener):
         first_sequence: int,
         confirm_latency: LatencySamples,
         catch_up: bool = True,
+        poison: float = 0.0,
     ) -> None:
         self.publisher_id = publisher_id
+        #: The share of messages marked poison (0..1): sequence s is marked when
+        #: floor((s + 1) × share) passes floor(s × share), so the share is exact.
+        self.poison = poison / 100
         self.connection = connection
         self.channel = channel
         self.confirms = confirms
@@ -159,6 +163,18 @@ class Publisher(NullListener):
         self.pacer.set_rate(rate, time.time_ns())
         self._cancel_timer()
         self.pump()
+
+    def set_poison(self, percent: float) -> None:
+        self.poison = percent / 100
+
+    def _mark_poison(self, batch: bytearray, sequence: int, count: int) -> None:
+        """Set the poison mark (the publisher id's top bit) on this batch's poison messages."""
+        share = self.poison
+        size = self._template.size
+        at = self._template.fields_offset - 4  # the publisher id, before the sequence
+        for i in range(count):
+            if int((sequence + i + 1) * share) > int((sequence + i) * share):
+                batch[at + i * size] |= 0x80
 
     def set_inflight(self, inflight: int) -> None:
         """A new in-flight window; the rate schedule starts afresh with it, as with a new
@@ -276,6 +292,8 @@ class Publisher(NullListener):
             for i in range(count):
                 pack(batch, offset, sequence + i, now, now)
                 offset += size
+        if self.poison:
+            self._mark_poison(batch, sequence, count)
         pacer.take(count)
         self.connection.write(batch)
         self.published += count

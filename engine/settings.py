@@ -37,6 +37,9 @@ class Setting(StrEnum):
     RATE = "rate"
     PUBLISHERS = "publishers"
     CONSUMERS = "consumers"
+    WORK = "work"
+    REJECT = "reject"
+    POISON = "poison"
     PAUSE = "pause"
     RESUME = "resume"
     MARK = "mark"
@@ -123,6 +126,11 @@ class SteerableSetting:
     @property
     def gauge(self) -> str:
         return f"flowdeck_{self.metric or self.field}"
+
+    def off(self, value: float) -> bool:
+        """Whether ``value`` leaves the setting off (0 where 0 means none and is its
+        default, as no work time): the settings bar leaves it out then."""
+        return value == 0 and self.default == 0 and not self.zero_is_unlimited
 
     def convert(self, value: float) -> int | float:
         """``value`` as the setting's type (counts and limits are whole numbers)."""
@@ -249,6 +257,67 @@ STEERABLE: tuple[SteerableSetting, ...] = (
         applies_to=Scope.TOPOLOGY,
         default=1,
         tag="con",
+    ),
+    SteerableSetting(
+        Setting.WORK,
+        "work",
+        float,
+        0,
+        60_000,
+        "consumer work time per message (ms): each consumer works through its deliveries "
+        "one at a time and acks each after its work; 0 = none (the spread and distribution "
+        "are work_spread and work_distribution)",
+        label="work time",
+        short="work",
+        key="w",
+        step=Step.HALVE_DOUBLE,
+        applies_to=Scope.CONSUMER,
+        unit="ms",
+        bar_unit="ms",
+        aliases=("work_time", "consumer_latency"),
+        title="Work time (ms)",
+        tag="work",
+        metric="work_ms",
+    ),
+    SteerableSetting(
+        Setting.REJECT,
+        "reject",
+        float,
+        0,
+        100,
+        "share of deliveries each consumer rejects (basic.nack), in percent; requeued or "
+        "not as requeue says",
+        label="reject share",
+        short="reject",
+        key="",
+        step=Step.HALVE_DOUBLE,
+        applies_to=Scope.CONSUMER,
+        unit="%",
+        bar_unit="%",
+        aliases=("nack", "reject_share"),
+        title="Rejected (%)",
+        tag="rej",
+        metric="reject_percent",
+    ),
+    SteerableSetting(
+        Setting.POISON,
+        "poison",
+        float,
+        0,
+        100,
+        "share of messages marked poison at publish, in percent: every consumer rejects "
+        "them at every delivery (a queue's delivery limit dead-letters them)",
+        label="poison share",
+        short="poison",
+        key="",
+        step=Step.HALVE_DOUBLE,
+        applies_to=Scope.PUBLISHER,
+        unit="%",
+        bar_unit="%",
+        aliases=("poison_share",),
+        title="Poison (%)",
+        tag="poison",
+        metric="poison_percent",
     ),
 )
 

@@ -26,6 +26,11 @@ class Counters:
     acked: int = 0
     redelivered: int = 0
     duplicates: int = 0
+    #: Deliveries the consumers rejected (basic.nack), of them sent back to the queue, and
+    #: messages flowdeck took off the run's dead-letter queue.
+    rejected: int = 0
+    requeued: int = 0
+    dead_lettered: int = 0
 
     def __add__(self, other: Counters) -> Counters:
         return Counters(*(getattr(self, n) + getattr(other, n) for n in self.__dataclass_fields__))
@@ -247,3 +252,8 @@ class WorkerReport:
     consumed: tuple[SequenceRanges, ...] = ()
     errors: tuple[str, ...] = ()
     active: ActiveTimes = field(default_factory=ActiveTimes)
+    #: Per publisher, the sequences this worker's consumers rejected for good (without
+    #: requeue, or poison under a delivery limit) and those it took off the run's
+    #: dead-letter queue.
+    discarded: tuple[SequenceRanges, ...] = ()
+    dead_lettered: tuple[SequenceRanges, ...] = ()

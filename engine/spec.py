@@ -39,6 +39,8 @@ LEADER_LOCATORS: tuple[LeaderLocator, ...] = ("", "client-local", "balanced")
 ConsumerNode = Literal["spread", "off-leader", "leader"]
 CONSUMER_NODES: tuple[ConsumerNode, ...] = ("spread", "off-leader", "leader")
 EXCHANGE_TYPES: tuple[ExchangeType, ...] = ("direct", "fanout", "topic", "headers")
+WorkDistribution = Literal["constant", "uniform", "exponential"]
+WORK_DISTRIBUTIONS: tuple[WorkDistribution, ...] = ("constant", "uniform", "exponential")
 
 #: Bytes a message body needs for publisher id, sequence and the two send times.
 BODY_HEADER_SIZE = 28
@@ -164,6 +166,81 @@ FIELDS: dict[str, FieldInfo] = {
     "prefetch": _steerable_field("prefetch"),
     "ack_every": _steerable_field("ack_every"),
     "auto_ack": FieldInfo(bool, "consume with automatic acknowledgement"),
+    "work": _steerable_field("work"),
+    "work_distribution": FieldInfo(
+        str,
+        "how each message's work time is drawn around work: constant (every message work), "
+        "uniform (evenly within work ± work_spread) or exponential (mean work)",
+        choices=WORK_DISTRIBUTIONS,
+    ),
+    "work_spread": FieldInfo(
+        float,
+        "uniform work time: how far either side of work a message's may fall",
+        0,
+        60_000,
+        unit="ms",
+    ),
+    "reject": _steerable_field("reject"),
+    "poison": _steerable_field("poison"),
+    "requeue": FieldInfo(
+        bool,
+        "rejected deliveries go back to the queue (basic.nack requeue); false: the broker "
+        "dead-letters them (x-dead-letter-exchange) or drops them",
+    ),
+    "dead_letter_queue": FieldInfo(
+        str,
+        "a dead-letter queue flowdeck declares, with a fanout exchange of the same name that "
+        "every queue of the run dead-letters to (x-dead-letter-exchange); flowdeck consumes "
+        "it and counts each message dead-lettered; empty = none",
+    ),
+    "publisher_channels": FieldInfo(
+        int,
+        "publishers per connection: each publisher is a channel, this many share one "
+        "connection (PerfTest's -X)",
+        1,
+        2047,
+    ),
+    "consumer_channels": FieldInfo(
+        int,
+        "consumers per connection: each consumer is a channel, this many share one "
+        "connection (PerfTest's -Y)",
+        1,
+        2047,
+    ),
+    "heartbeat": FieldInfo(
+        int,
+        "AMQP heartbeat asked of the broker, seconds; 0 = none, -1 = the uri's heartbeat "
+        "query or flowdeck's 60",
+        -1,
+        65_535,
+        unit="s",
+    ),
+    "frame_max": FieldInfo(
+        int,
+        "largest AMQP frame asked of the broker (a bigger message goes in several); 0 = the "
+        "uri's frame_max query or flowdeck's 131,072",
+        0,
+        2**31 - 1,
+        unit="bytes",
+    ),
+    "channel_max": FieldInfo(
+        int, "most channels per connection asked of the broker; 0 = flowdeck's 2047", 0, 65_535
+    ),
+    "tcp_nodelay": FieldInfo(bool, "TCP_NODELAY on every connection (Nagle's algorithm off)"),
+    "tcp_send_buffer": FieldInfo(
+        int,
+        "each connection's socket send buffer (SO_SNDBUF); 0 = the system's",
+        0,
+        2**31 - 1,
+        unit="bytes",
+    ),
+    "tcp_receive_buffer": FieldInfo(
+        int,
+        "each connection's socket receive buffer (SO_RCVBUF); 0 = the system's",
+        0,
+        2**31 - 1,
+        unit="bytes",
+    ),
     "duration": FieldInfo(float, "how long the run lasts", 1, 7 * 24 * 3600, unit="s"),
     "interval": FieldInfo(
         int,
@@ -226,6 +303,21 @@ class RunSpec:
     prefetch: int = 1000
     ack_every: int = 1
     auto_ack: bool = False
+    work: float = 0.0
+    work_distribution: WorkDistribution = "constant"
+    work_spread: float = 0.0
+    reject: float = 0.0
+    poison: float = 0.0
+    requeue: bool = True
+    dead_letter_queue: str = ""
+    publisher_channels: int = 1
+    consumer_channels: int = 1
+    heartbeat: int = -1
+    frame_max: int = 0
+    channel_max: int = 0
+    tcp_nodelay: bool = True
+    tcp_send_buffer: int = 0
+    tcp_receive_buffer: int = 0
     duration: float = 60.0
     interval: int = 1
     workers: int = -1
@@ -345,6 +437,13 @@ class RunSpec:
             raise SpecError(
                 "quorum_size", f"quorum_size applies to quorum queues, not {self.queue_type} ones"
             )
+        self._check_consumer_behaviour()
+        if 0 < self.frame_max < 4096:
+            raise SpecError(
+                "frame_max",
+                f"frame_max must be at least 4096 bytes (AMQP's smallest), or 0, got "
+                f"{self.frame_max}",
+            )
         if not self.auto_ack and 0 < self.prefetch < self.ack_every:
             raise SpecError(
                 "ack_every",
@@ -352,6 +451,56 @@ class RunSpec:
                 "consumers would stall waiting for deliveries the broker will not send; "
                 "lower ack_every or raise prefetch",
             )
+
+    def _check_consumer_behaviour(self) -> None:
+        """Work time, rejections and dead-lettering: what the queue type and acks allow."""
+        if self.work_distribution == "uniform" and self.work_spread > self.work:
+            raise SpecError(
+                "work_spread",
+                f"work_spread ({format_number(self.work_spread)} ms) must not exceed work "
+                f"({format_number(self.work)} ms): a work time cannot be negative",
+            )
+        if self.work_spread and self.work_distribution != "uniform":
+            raise SpecError(
+                "work_spread",
+                f"work_spread applies to uniform work times, not {self.work_distribution} "
+                "ones; set work_distribution = uniform",
+            )
+        if self.auto_ack and (self.work or self.reject or self.poison):
+            raise SpecError(
+                "auto_ack",
+                "work time and rejections need acks (with auto_ack the broker pushes without "
+                "waiting for the work, and nothing can be rejected); set auto_ack = false",
+            )
+        if self.queue_type == "stream" and (self.reject or self.poison or self.dead_letter_queue):
+            raise SpecError(
+                "reject",
+                "stream queues keep every message: a consumer cannot reject one back and "
+                "nothing is dead-lettered; use classic or quorum queues",
+            )
+        if self.dead_letter_queue:
+            if "x-dead-letter-exchange" in self.queue_args:
+                raise SpecError(
+                    "dead_letter_queue",
+                    "dead_letter_queue sets each queue's x-dead-letter-exchange; drop "
+                    "x-dead-letter-exchange from queue_args, or dead_letter_queue",
+                )
+            if self.dead_letter_queue in self.queue_names:
+                raise SpecError(
+                    "dead_letter_queue",
+                    f"dead_letter_queue {self.dead_letter_queue!r} is a queue of the run; "
+                    "name another queue",
+                )
+            if (
+                self.dead_letter_queue.startswith("amq.")
+                or len(self.dead_letter_queue.encode("utf-8", errors="surrogatepass"))
+                > MAX_NAME_BYTES
+            ):
+                raise SpecError(
+                    "dead_letter_queue",
+                    f"dead_letter_queue {_shorten(self.dead_letter_queue)!r} is a name RabbitMQ "
+                    f"refuses (starts with 'amq.' or over {MAX_NAME_BYTES} bytes)",
+                )
 
     # -- derived values -----------------------------------------------------------------
 

@@ -48,6 +48,8 @@ def queue_arguments(spec: RunSpec) -> dict[str, Any]:
         args["x-queue-mode"] = "lazy"
     if spec.quorum_size:
         args["x-quorum-initial-group-size"] = spec.quorum_size
+    if spec.dead_letter_queue:  # the fanout exchange of its name (see declare)
+        args["x-dead-letter-exchange"] = spec.dead_letter_queue
     if spec.leader_locator:
         if spec.queue_type == "classic":  # RabbitMQ 3.10 places classic masters by this one
             args["x-queue-master-locator"] = _MASTER_LOCATORS[spec.leader_locator]
@@ -287,8 +289,12 @@ def amqp_port(uri: str) -> int:
 
 
 def connections_needed(spec: RunSpec) -> int:
-    """One connection per publisher and per consumer, as PerfTest does."""
-    return spec.publishers + spec.consumers
+    """One connection per publisher and per consumer, as PerfTest does, or per group of
+    ``publisher_channels`` / ``consumer_channels`` of them (a worker's last group may be
+    short: counted whole), and one per worker on the dead-letter queue."""
+    publishers = -(-spec.publishers // spec.publisher_channels)
+    consumers = -(-spec.consumers // spec.consumer_channels)
+    return publishers + consumers + (max(1, spec.workers) if spec.dead_letter_queue else 0)
 
 
 def free_sockets(nodes: Iterable[Capacity]) -> tuple[int, int]:
@@ -390,6 +396,8 @@ class Declared:
 
     queues: tuple[str, ...] = ()
     exchange: str = ""
+    #: The run's dead-letter exchange, when this run made it.
+    dead_letter_exchange: str = ""
 
 
 async def _exists(connection: AbstractConnection, name: str, *, exchange: bool = False) -> bool:
@@ -449,6 +457,9 @@ async def declare(spec: RunSpec, uri: str) -> Declared:
                         f"({spec.exchange_type}, durable={spec.durable}): {reason}; "
                         "delete it or name another exchange"
                     ) from None
+        dead_letter_exchange = ""
+        if spec.dead_letter_queue:
+            dead_letter_exchange = await _declare_dead_letters(connection, spec, created)
         arguments = queue_arguments(spec)
         busy: dict[str, int] = {}
         for index, name in enumerate(spec.queue_names):
@@ -475,14 +486,38 @@ async def declare(spec: RunSpec, uri: str) -> Declared:
                 for key in binding_keys(spec, index):
                     await queue.bind(exchange, routing_key=key)
         refuse_busy_queues(spec, busy)
-        return Declared(tuple(created), new_exchange)
+        return Declared(tuple(created), new_exchange, dead_letter_exchange)
     except BaseException:
         with contextlib.suppress(Exception):
-            await _undo(connection, Declared(tuple(created), new_exchange))
+            await _undo(connection, Declared(tuple(created), new_exchange, dead_letter_exchange))
         raise
     finally:
         with contextlib.suppress(Exception):
             await connection.close()
+
+
+async def _declare_dead_letters(
+    connection: AbstractConnection, spec: RunSpec, created: list[str]
+) -> str:
+    """The run's dead-letter queue and a fanout exchange of the same name bound to it (every
+    queue of the run dead-letters there, whatever its routing key); the exchange's name
+    when this call made it, else ''. A queue it made is added to ``created``."""
+    name = spec.dead_letter_queue
+    new_exchange = "" if await _exists(connection, name, exchange=True) else name
+    existed = await _exists(connection, name)
+    channel = await connection.channel()
+    try:
+        exchange = await channel.declare_exchange(name, "fanout", durable=spec.durable)
+        queue = await channel.declare_queue(name, durable=spec.durable)
+    except aiormq.exceptions.AMQPError as exc:
+        raise FlowdeckError(
+            f"the broker refused the dead-letter queue or exchange {name!r} ({exc}); delete "
+            "them or name another dead_letter_queue"
+        ) from None
+    if not existed:
+        created.append(name)
+    await queue.bind(exchange, routing_key="")
+    return new_exchange
 
 
 async def _undo(connection: AbstractConnection, declared: Declared) -> None:
@@ -492,13 +527,14 @@ async def _undo(connection: AbstractConnection, declared: Declared) -> None:
             await channel.queue_delete(name)
         except aiormq.exceptions.AMQPError:
             channel = await connection.channel()
-    if declared.exchange:
-        await channel.exchange_delete(declared.exchange)
+    for exchange in (declared.exchange, declared.dead_letter_exchange):
+        if exchange:
+            await channel.exchange_delete(exchange)
 
 
 async def undeclare(uris: Sequence[str], declared: Declared) -> None:
     """Delete what :func:`declare` made, through the first of ``uris`` that answers."""
-    if not (declared.queues or declared.exchange):
+    if not (declared.queues or declared.exchange or declared.dead_letter_exchange):
         return
     connection = await connect_any(uris)
     try:

@@ -33,7 +33,7 @@ from typing import Any
 
 from flowdeck.collectors.client_names import client_connection_name
 from flowdeck.engine import latency as hdr
-from flowdeck.engine.amqp.connection import AmqpClosed, Connection, connect
+from flowdeck.engine.amqp.connection import AmqpClosed, Connection, Tuning, connect
 from flowdeck.engine.change import Setting
 from flowdeck.engine.commands import (
     ApplyChange,
@@ -46,7 +46,7 @@ from flowdeck.engine.commands import (
     global_id,
     local_share,
 )
-from flowdeck.engine.consumer import Consumer, ConsumerTally
+from flowdeck.engine.consumer import Consumer, ConsumerTally, Handling
 from flowdeck.engine.errors import BrokerUnavailable
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
@@ -73,6 +73,9 @@ READ_HOLD_ABOVE = 2000.0
 READ_HOLD_SECONDS = 0.001
 #: How long publishers may take to get their last confirms when stopping or removed.
 CONFIRM_WAIT = 10.0
+#: The dead-letter consumer of worker N is numbered this plus N (no client of a run's
+#: own comes near it).
+DEAD_LETTER_CONSUMER_BASE = 1_000_000
 #: Reconnect back-off: first wait, growth per failed attempt, longest wait.
 RECONNECT_FIRST = 0.2
 RECONNECT_GROWTH = 2.0
@@ -130,7 +133,11 @@ class _Worker:
         self.retired_publishers: list[Publisher] = []
         self.retired_consumers: list[Consumer] = []
         self.connections: dict[object, Connection] = {}  # client -> its connection
-        self._client_of: dict[int, Publisher | Consumer] = {}  # id(connection) -> client
+        #: id(connection) -> the clients on it (one each, or a group's channels).
+        self._client_of: dict[int, list[Publisher | Consumer]] = {}
+        #: The connections groups of clients share (role, group) -> the connection opening
+        #: or open (see ``_connect``).
+        self._shared: dict[tuple[str, int], asyncio.Future[Connection]] = {}
         self._recovering: dict[Publisher | Consumer, asyncio.Task[None]] = {}
         self._backoff: dict[Publisher | Consumer, tuple[float, float]] = {}  # delay, ok at
         self._outage_since: float | None = None
@@ -139,7 +146,31 @@ class _Worker:
         self._outage_unacked = 0
         self.outages: list[float] = []  # lengths of the outages so far, seconds
         self.next_sequence: dict[int, int] = {}
+        self.tuning = Tuning(
+            heartbeat=None if spec.heartbeat < 0 else spec.heartbeat,
+            frame_max=spec.frame_max or None,
+            channel_max=spec.channel_max or None,
+            tcp_nodelay=spec.tcp_nodelay,
+            tcp_send_buffer=spec.tcp_send_buffer,
+            tcp_receive_buffer=spec.tcp_receive_buffer,
+        )
         self.tally = ConsumerTally({})
+        #: What this worker took off the run's dead-letter queue (its own sequences: a
+        #: message there was never consumed), and the consumer that takes it.
+        self.dead_tally = ConsumerTally({})
+        self.dead_letters: Consumer | None = None
+        self._dead_latency = LatencySamples()
+        #: How this worker's consumers treat deliveries (work time, rejections), changed
+        #: in place when those settings change.
+        self.handling = Handling(
+            work_ms=spec.work,
+            distribution=spec.work_distribution,
+            spread_ms=spec.work_spread,
+            reject=spec.reject,
+            requeue=spec.requeue,
+            poison=spec.poison,
+            limited="x-delivery-limit" in spec.queue_args,
+        )
         self.confirm_latency = LatencySamples()
         #: End-to-end latencies by the queue they were consumed from: each queue's own
         #: percentiles, and the run's all of them together (folded at each snapshot).
@@ -161,6 +192,8 @@ class _Worker:
         deadline = self.assignment.start_at + spec.duration + STOP_GRACE
         try:
             await self._resize_consumers(self._share(spec.consumers))
+            if spec.dead_letter_queue:
+                self.dead_letters = await self._new_dead_letter_consumer()
             await self._resize_publishers(self._share(spec.publishers))
         except BaseException:
             await self._close_all()
@@ -243,6 +276,23 @@ class _Worker:
         for consumer in self.consumers:
             consumer.set_ack_every(every)
 
+    async def _apply_work(self, value: float | None) -> None:
+        work = _needs(value)
+        self.settings = self.settings.changed(work=work)
+        self.handling.set(work_ms=work)
+
+    async def _apply_reject(self, value: float | None) -> None:
+        reject = _needs(value)
+        self.settings = self.settings.changed(reject=reject)
+        self.handling.set(reject=reject)
+
+    async def _apply_poison(self, value: float | None) -> None:
+        poison = _needs(value)
+        self.settings = self.settings.changed(poison=poison)
+        self.handling.set(poison=poison)
+        for publisher in self.publishers:
+            publisher.set_poison(poison)
+
     async def _apply_rate(self, value: float | None) -> None:
         rate = float(_needs(value))
         self.settings = self.settings.changed(rate=rate)
@@ -291,8 +341,34 @@ class _Worker:
         return self.assignment.start_at + self.spec.duration
 
     async def _connect(self, role: str, client_id: int, attempt: int = 0) -> Connection:
-        """A connection for one client, to its node (``node_order``); each reconnect
-        attempt tries the next node, so clients of a lost node move to one that is up."""
+        """A connection for one client: its own, or the one it shares with the other
+        channels of its group (``publisher_channels`` / ``consumer_channels``: the worker's
+        k-th client of a role is on its connection k // channels, as PerfTest's -X/-Y open
+        that many channels per connection). A group's connection is opened once and reused
+        while it is open (a client reconnecting after a loss opens it again for all)."""
+        channels = (
+            self.spec.publisher_channels if role == "publisher" else self.spec.consumer_channels
+        )
+        if channels <= 1 or client_id >= DEAD_LETTER_CONSUMER_BASE:
+            return await self._open_connection(role, client_id, attempt)
+        workers = self.assignment.workers
+        group = (client_id // workers) // channels
+        key = (role, group)
+        shared = self._shared.get(key)
+        if shared is not None:
+            if not shared.done():
+                return await asyncio.shield(shared)
+            if shared.exception() is None and shared.result().is_open:
+                return shared.result()
+        first = global_id(group * channels, self.index, workers)
+        opening = asyncio.ensure_future(self._open_connection(role, first, attempt))
+        self._shared[key] = opening
+        return await asyncio.shield(opening)
+
+    async def _open_connection(self, role: str, client_id: int, attempt: int = 0) -> Connection:
+        """A new connection named after ``client_id``, to its node (``node_order``); each
+        reconnect attempt tries the next node, so clients of a lost node move to one that
+        is up."""
         uris = self.assignment.uris
         order = node_order(
             role, client_id, len(uris), self.assignment.queue_leaders, self.spec.consumer_node
@@ -310,6 +386,7 @@ class _Worker:
             on_blocked=self._on_blocked,
             on_unblocked=self._on_unblocked,
             on_lost=self._on_lost,
+            tuning=self.tuning,
         )
 
     async def _resize_publishers(self, target: int) -> None:
@@ -356,6 +433,7 @@ class _Worker:
             first_sequence=self.next_sequence.get(publisher_id, 0),
             confirm_latency=self.confirm_latency,
             catch_up=spec.catch_up,
+            poison=float(self.settings.value("poison")),
         )
         if self.settings.paused:
             publisher.pause()
@@ -372,10 +450,24 @@ class _Worker:
     def _attach(self, client: Publisher | Consumer, connection: Connection) -> None:
         old = self.connections.get(client)
         if old is not None:
-            self._client_of.pop(id(old), None)
+            self._detach(client, old)
         connection.read_hold = self._read_hold
         self.connections[client] = connection
-        self._client_of[id(connection)] = client
+        self._client_of.setdefault(id(connection), []).append(client)
+
+    def _detach(self, client: Publisher | Consumer, connection: Connection) -> bool:
+        """Take ``client`` off ``connection``; whether no client is left on it."""
+        clients = self._client_of.get(id(connection), [])
+        if client in clients:
+            clients.remove(client)
+        if not clients:
+            self._client_of.pop(id(connection), None)
+            return True
+        return False
+
+    def _open_connections(self) -> list[Connection]:
+        """Every connection of the worker's clients, each once."""
+        return list({id(c): c for c in self.connections.values()}.values())
 
     async def _resize_consumers(self, target: int) -> None:
         workers = self.assignment.workers
@@ -410,6 +502,7 @@ class _Worker:
             tally=self.tally,
             latency=self.e2e_latency.setdefault(queue, LatencySamples()),
             run_start_ns=self.run_start_ns,
+            handling=self.handling,
         )
         try:
             await consumer.start()
@@ -418,6 +511,35 @@ class _Worker:
             raise BrokerUnavailable(
                 f"consumer {consumer_id} could not consume from queue {queue!r}: {exc}; "
                 "the controller declares the queues before workers start"
+            ) from None
+        consumer.on_trouble = self._on_client_trouble
+        self._attach(consumer, connection)
+        return consumer
+
+    async def _new_dead_letter_consumer(self) -> Consumer:
+        """One consumer per worker on the run's dead-letter queue: it acks each message and
+        keeps its sequence, so the accounting tells dead-lettered from lost."""
+        spec = self.spec
+        consumer_id = DEAD_LETTER_CONSUMER_BASE + self.index
+        connection = await self._connect("consumer", consumer_id)
+        consumer = Consumer(
+            consumer_id=consumer_id,
+            connection=connection,
+            queue=spec.dead_letter_queue,
+            prefetch=1000,
+            ack_every=100,
+            auto_ack=False,
+            arguments=None,
+            tally=self.dead_tally,
+            latency=self._dead_latency,
+            run_start_ns=self.run_start_ns,
+        )
+        try:
+            await consumer.start()
+        except AmqpClosed as exc:
+            await connection.close()
+            raise BrokerUnavailable(
+                f"could not consume the dead-letter queue {spec.dead_letter_queue!r}: {exc}"
             ) from None
         consumer.on_trouble = self._on_client_trouble
         self._attach(consumer, connection)
@@ -463,12 +585,15 @@ class _Worker:
             task.cancel()
         connection = self.connections.pop(client, None)
         if connection is not None:
-            self._client_of.pop(id(connection), None)
-            with contextlib.suppress(Exception):
-                await connection.close("flowdeck client removed")
+            if self._detach(client, connection):
+                with contextlib.suppress(Exception):
+                    await connection.close("flowdeck client removed")
+            elif isinstance(client, Publisher):  # others share the connection: its channel
+                with contextlib.suppress(Exception):
+                    await client.channel.close("flowdeck publisher removed")
 
     async def _close_all(self) -> None:
-        connections = list(self.connections.values())
+        connections = self._open_connections()
         self.connections.clear()
         await asyncio.gather(
             *(c.close("flowdeck run finished") for c in connections), return_exceptions=True
@@ -491,7 +616,29 @@ class _Worker:
         )
         await self._drain(drain_seconds)
         await asyncio.gather(*(c.stop() for c in self.consumers), return_exceptions=True)
+        if self.dead_letters is not None:
+            await self._drain_dead_letters(drain_seconds)
+            await self.dead_letters.stop()
         return self._report()
+
+    async def _drain_dead_letters(self, drain_seconds: float) -> None:
+        """Take what the broker dead-lettered until the dead-letter queue is empty and no
+        message came for a moment (the broker dead-letters a rejected message after the
+        nack; up to ``drain_seconds``)."""
+        consumer = self.dead_letters
+        assert consumer is not None
+        deadline = time.monotonic() + max(drain_seconds, 2.0)
+        last, quiet_since = self.dead_tally.consumed, time.monotonic()
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+            consumer.flush()
+            now = time.monotonic()
+            if self.dead_tally.consumed != last:
+                last, quiet_since = self.dead_tally.consumed, now
+            elif now - quiet_since >= 0.5 and await self._queues_empty(
+                consumer.connection, [consumer.queue]
+            ):
+                return
 
     async def _drain(self, drain_seconds: float) -> None:
         """Let consumers take what is left in their queues, up to ``drain_seconds``.
@@ -561,6 +708,8 @@ class _Worker:
             consumed=_ranges(self.tally.sequences),
             errors=tuple(self.errors),
             active=self._active_times(),
+            discarded=_ranges(self.tally.discarded),
+            dead_lettered=_ranges(self.dead_tally.sequences),
         )
 
     def _active_times(self) -> ActiveTimes:
@@ -596,6 +745,9 @@ class _Worker:
             acked=tally.acked,
             redelivered=tally.redelivered,
             duplicates=tally.duplicates,
+            rejected=tally.rejected,
+            requeued=tally.requeued,
+            dead_lettered=self.dead_tally.consumed,
         )
 
     def _emit_snapshot(self) -> None:
@@ -623,9 +775,11 @@ class _Worker:
             own = hdr.new_histogram()
             fold(samples.actual, own)
             per_queue[queue] = hdr.encode(own)
+        # A dead-lettered message's wait is no delivery's latency: dropped.
+        del self._dead_latency.actual[:], self._dead_latency.intended[:]
         encoded[(LatencyKind.END_TO_END, SendBasis.ACTUAL)] = hdr.encode(actual)
         encoded[(LatencyKind.END_TO_END, SendBasis.INTENDED)] = hdr.encode(intended)
-        connections = [c for c in self.connections.values() if c.is_open]
+        connections = [c for c in self._open_connections() if c.is_open]
         reasons = sorted({c.blocked_reason for c in connections if c.blocked_reason})
         settings = self.settings
         publishing = not settings.paused and not self.stopping
@@ -678,9 +832,9 @@ class _Worker:
         )
 
     def _on_unblocked(self, connection: Connection) -> None:
-        client = self._client_of.get(id(connection))
-        if isinstance(client, Publisher):
-            client.pump()
+        for client in self._client_of.get(id(connection), []):
+            if isinstance(client, Publisher):
+                client.pump()
         self._event(
             EventKind.UNBLOCKED,
             f"broker unblocked connection {connection.name!r}",
@@ -688,8 +842,13 @@ class _Worker:
         )
 
     def _on_lost(self, connection: Connection, reason: AmqpClosed) -> None:
-        client = self._client_of.get(id(connection))
-        if client is None or self.stopping or self.connections.get(client) is not connection:
+        for client in list(self._client_of.get(id(connection), [])):
+            self._client_lost(client, connection, reason)
+
+    def _client_lost(
+        self, client: Publisher | Consumer, connection: Connection, reason: AmqpClosed
+    ) -> None:
+        if self.stopping or self.connections.get(client) is not connection:
             return  # a client being removed, or the run is over
         if self._outage_since is None:
             self._outage_since = time.time()
@@ -851,6 +1010,9 @@ _APPLY: dict[Setting, Callable[[_Worker, float | None], Awaitable[None]]] = {
     Setting.RATE: _Worker._apply_rate,
     Setting.PUBLISHERS: _Worker._apply_publishers,
     Setting.CONSUMERS: _Worker._apply_consumers,
+    Setting.WORK: _Worker._apply_work,
+    Setting.REJECT: _Worker._apply_reject,
+    Setting.POISON: _Worker._apply_poison,
     Setting.PAUSE: _Worker._apply_pause,
     Setting.RESUME: _Worker._apply_resume,
     Setting.MARK: _Worker._apply_mark,

@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 import ssl
 import struct
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
 from pamqp import commands, frame, header
@@ -46,6 +47,7 @@ from flowdeck.engine.tls import context_for_uri
 PRODUCT = "flowdeck"
 DEFAULT_HEARTBEAT = 60
 DEFAULT_FRAME_MAX = 131_072
+DEFAULT_CHANNEL_MAX = 2047
 DEFAULT_CONNECT_TIMEOUT = 10.0
 
 _ACK_BITS = struct.Struct(">QB")
@@ -79,6 +81,12 @@ class ConnectionParams:
     heartbeat: int = DEFAULT_HEARTBEAT
     frame_max: int = DEFAULT_FRAME_MAX
     connect_timeout: float = DEFAULT_CONNECT_TIMEOUT
+    channel_max: int = DEFAULT_CHANNEL_MAX
+    #: The socket's TCP_NODELAY (Nagle off) and send and receive buffer sizes in bytes
+    #: (0 = the system's).
+    tcp_nodelay: bool = True
+    tcp_send_buffer: int = 0
+    tcp_receive_buffer: int = 0
 
     @property
     def where(self) -> str:
@@ -356,7 +364,7 @@ class Connection(asyncio.Protocol):
         self.closed_reason: AmqpClosed | None = None
         self.frame_max = params.frame_max
         self.heartbeat = params.heartbeat
-        self.channel_max = 2047
+        self.channel_max = params.channel_max
         self.server_properties: dict[str, Any] = {}
         #: Seconds to hold a read that brought little, so the next read brings more
         #: (fewer wake-ups under load). 0 = off. Set by whoever knows the load.
@@ -465,6 +473,7 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         # uvloop's transports are not asyncio.Transport subclasses, but behave as one.
         self.transport = cast(asyncio.Transport, transport)
+        _socket_options(self.transport, self.params)
         self.transport.write(frame.marshal(header.ProtocolHeader(), 0))
 
     def pause_writing(self) -> None:
@@ -694,7 +703,7 @@ class Connection(asyncio.Protocol):
 
         self.frame_max = negotiate(self.params.frame_max, int(tune.frame_max))
         self.heartbeat = negotiate(self.params.heartbeat, int(tune.heartbeat))
-        channel_max = negotiate(2047, int(tune.channel_max))
+        channel_max = negotiate(self.params.channel_max, int(tune.channel_max))
         self.channel_max = channel_max
         self.write(
             frame.marshal(
@@ -761,6 +770,43 @@ class Connection(asyncio.Protocol):
             self.on_lost(self, reason)
 
 
+def _socket_options(transport: asyncio.Transport, params: ConnectionParams) -> None:
+    """TCP_NODELAY and the buffer sizes ``params`` asks for, on the connection's socket."""
+    sock = transport.get_extra_info("socket")
+    if sock is None:
+        return
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1 if params.tcp_nodelay else 0)
+        if params.tcp_send_buffer:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, params.tcp_send_buffer)
+        if params.tcp_receive_buffer:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, params.tcp_receive_buffer)
+
+
+@dataclass(frozen=True, slots=True)
+class Tuning:
+    """What a run asks of its connections beyond the uri: heartbeat (s), frame-max and
+    channel-max (None: the uri's query or flowdeck's default), TCP_NODELAY and buffers."""
+
+    heartbeat: int | None = None
+    frame_max: int | None = None
+    channel_max: int | None = None
+    tcp_nodelay: bool = True
+    tcp_send_buffer: int = 0
+    tcp_receive_buffer: int = 0
+
+    def applied(self, params: ConnectionParams) -> ConnectionParams:
+        return replace(
+            params,
+            heartbeat=params.heartbeat if self.heartbeat is None else self.heartbeat,
+            frame_max=params.frame_max if self.frame_max is None else self.frame_max,
+            channel_max=params.channel_max if self.channel_max is None else self.channel_max,
+            tcp_nodelay=self.tcp_nodelay,
+            tcp_send_buffer=self.tcp_send_buffer,
+            tcp_receive_buffer=self.tcp_receive_buffer,
+        )
+
+
 async def connect(
     uri: str,
     name: str,
@@ -769,13 +815,17 @@ async def connect(
     on_blocked: Callable[[Connection, str], None] | None = None,
     on_unblocked: Callable[[Connection], None] | None = None,
     on_lost: Callable[[Connection, AmqpClosed], None] | None = None,
+    tuning: Tuning | None = None,
 ) -> Connection:
-    """Open an AMQP connection named ``name`` (shown in the management UI).
+    """Open an AMQP connection named ``name`` (shown in the management UI), tuned as
+    ``tuning`` says (else as the uri's query says).
 
     Raises :class:`BrokerUnavailable` saying which of timeout, refused, authentication
     or vhost stopped it, with what to check.
     """
     params = parse_uri(uri)
+    if tuning is not None:
+        params = tuning.applied(params)
     loop = asyncio.get_running_loop()
     context: ssl.SSLContext | None = None
     if params.tls:

@@ -49,6 +49,14 @@ def ack_frame(channel: int) -> bytearray:
     return bytearray(_ACK_FRAME.pack(FRAME_METHOD, channel, 13, BASIC_ACK, 0, 0, FRAME_END))
 
 
+def nack_frame(channel: int, tag: int, requeue: bool) -> bytes:
+    """A Basic.Nack frame for one delivery on ``channel``, requeued or not (the broker
+    dead-letters or drops a message not requeued)."""
+    return _ACK_FRAME.pack(
+        FRAME_METHOD, channel, 13, BASIC_NACK, tag, 2 if requeue else 0, FRAME_END
+    )
+
+
 #: Offset of the delivery tag in an ack frame (then one byte of bits).
 ACK_TAG_OFFSET = 11
 

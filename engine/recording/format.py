@@ -32,7 +32,9 @@ in flow) and the run's messages on the broker's side (accepted, unconfirmed, del
 unacked, acked), null before. 1.6 the manifest's ``settings``: the steerable settings the
 run had (the registry's rows, added ones too), each a client-table column; a session
 before it has the six of :data:`SETTINGS_BEFORE_1_6`. 1.7 the ``queue_latency`` table:
-end-to-end latency from the actual send per queue consumed from (empty before).
+end-to-end latency from the actual send per queue consumed from (empty before). 1.8 the
+client table's ``rejected``, ``requeued`` and ``dead_lettered`` counts (consumers that
+reject, the run's dead-letter queue), null before.
 This module imports only pyarrow, the standard library and the collectors' bounded file
 reader (``collectors.untrusted``: a manifest linked to /dev/zero is one unreadable session,
 not the end of a listing): the Spark report job may use it and nothing else of flowdeck.
@@ -52,7 +54,7 @@ import pyarrow.parquet as pq
 
 from flowdeck.collectors import MANIFEST_LIMIT, UnreadableFile, read_file_json
 
-SCHEMA_VERSION = "1.7"
+SCHEMA_VERSION = "1.8"
 SCHEMA_MAJOR = 1
 
 MANIFEST = "manifest.json"
@@ -140,6 +142,11 @@ _CLIENT_FIELDS = [
     pa.field("acked", pa.int64(), nullable=False),
     pa.field("redelivered", pa.int64(), nullable=False),
     pa.field("duplicates", pa.int64(), nullable=False),
+    # deliveries rejected, of them requeued, and messages taken off the run's dead-letter
+    # queue; null before format 1.8
+    pa.field("rejected", pa.int64()),
+    pa.field("requeued", pa.int64()),
+    pa.field("dead_lettered", pa.int64()),
     pa.field("errors", pa.int64()),  # errors the worker reported; null before format 1.1
     # gauges at the end of the interval
     pa.field("pending_confirms", pa.int64(), nullable=False),

@@ -356,7 +356,7 @@ class Session:
             worker = int(columns["worker"][i])
             elapsed = float(columns["elapsed_s"][i])
             counters = cumulative.get(worker, Counters()) + Counters(
-                *(int(columns[name][i]) for name in COUNTER_COLUMNS)
+                *(int(columns[name][i] or 0) for name in COUNTER_COLUMNS)  # null before 1.8
             )
             cumulative[worker] = counters
             snapshots.append(

@@ -25,7 +25,7 @@ Row = dict[str, Any]
 #: The client table's count columns, in schema order, and the ``Counters`` field of each.
 COUNT_COLUMNS: tuple[str, ...] = (
     "published", "confirmed", "nacked", "returned", "consumed", "acked", "redelivered",
-    "duplicates",
+    "duplicates", "rejected", "requeued", "dead_lettered",
 )  # fmt: skip
 #: The steerable settings as this flowdeck records them: one per registry row, in its order
 #: (the manifest lists them; each is a client-table column).

@@ -181,12 +181,10 @@ UNSUPPORTED = [
     ("-D 1000", "-D (flowdeck runs stop on time"),
     ("--cmessages 5", "--cmessages"),
     ("-vs 1000:30", "-vs (message size cannot change"),
-    ("-L 1000", "-L (flowdeck consumers have no processing delay"),
     ("-R 100", "-R (flowdeck consumers take"),
     ("-Q 10", "-Q (flowdeck sets prefetch per consumer"),
     ("-K", "-K (flowdeck publishes with one routing key"),
     ("-P 5", "-P (use -r"),
-    ("-X 2", "-X 2 (flowdeck opens one channel per producer"),
     ("-m 10", "-m 10 (flowdeck publishes without transactions"),
     ("-ad true", "-ad true (flowdeck keeps its queues"),
     ("-u a,b", "a list of queue names"),
@@ -359,3 +357,30 @@ def test_a_perftest_line_kept_in_a_file_is_read_as_given(tmp_path: Path) -> None
         spec_from_perftest(f"@{tmp_path / 'empty'}")
     with pytest.raises(SpecError, match=r"is not a regular file \(a character device\)"):
         spec_from_perftest("@/dev/zero")
+
+
+def test_consumer_and_connection_options_map_onto_flowdeck_settings() -> None:
+    spec = spec_from_perftest(
+        "-x 1 -y 2 -q 50 -L 5000 --nack --requeue false -b 10 -M 8192 -tnd false "
+        "-tsbs 65536 -trbs 131072 -z 30"
+    )
+    assert (spec.work, spec.reject, spec.requeue) == (5.0, 100.0, False)
+    assert (spec.heartbeat, spec.frame_max, spec.tcp_nodelay) == (10, 8192, False)
+    assert (spec.tcp_send_buffer, spec.tcp_receive_buffer) == (65536, 131072)
+    # PerfTest's defaults: no work, nothing rejected, a nack requeues
+    plain = spec_from_perftest("-x 1 -y 1 --nack", RunSpec(work=3.0, reject=5.0))
+    assert (plain.work, plain.reject, plain.requeue) == (0.0, 100.0, True)
+    with pytest.raises(SpecError, match="needs true or false"):
+        spec_from_perftest("--requeue maybe")
+
+
+def test_variable_latency_becomes_work_changes_cycled_to_the_duration() -> None:
+    spec = spec_from_perftest("-vl 1000:10 -vl 5000:5 -vr 100:15 -vr 200:15 -z 40")
+    assert spec.work == 1.0 and spec.rate == 100
+    # -vl: 1 ms for 10 s, 5 ms for 5 s, again; -vr: 100/s for 15 s, 200/s for 15 s, again
+    assert [(step.at, step.describe()) for step in spec.schedule] == [
+        (10, "work=5"), (15, "rate=200"), (15, "work=1"), (25, "work=5"), (30, "rate=100"),
+        (30, "work=1"),
+    ]  # fmt: skip
+    with pytest.raises(SpecError, match="MICROSECONDS:DURATION"):
+        spec_from_perftest("-vl 1000")

@@ -38,8 +38,15 @@ SAFETY_WORDS = (
     ("redelivered", "redelivered"),
     ("duplicates", "consumed twice"),
     ("unconfirmed", "never confirmed nor nacked"),
+    ("rejected", "rejected by consumers"),
+    ("requeued", "of them requeued"),
+    ("dead_lettered", "dead-lettered"),
+    ("dropped", "dropped (rejected for good)"),
     ("lost", "LOST: confirmed, never consumed"),
 )
+
+#: The rows shown only when the run's consumers rejected or the broker dead-lettered.
+REJECTION_FIELDS = ("rejected", "requeued", "dead_lettered", "dropped")
 
 
 def summary_renderable(
@@ -60,8 +67,11 @@ def summary_renderable(
     safety = Table(title="data safety", expand=False)
     safety.add_column("messages")
     safety.add_column("count", justify="right")
+    rejects = any(getattr(summary.safety, f) for f in REJECTION_FIELDS)
     for field, words in SAFETY_WORDS:
         value = getattr(summary.safety, field)
+        if field in REJECTION_FIELDS and not rejects:
+            continue  # a run whose consumers reject nothing: no rows of nothing
         bad = field in ("lost", "duplicates", "unconfirmed", "nacked") and value > 0
         safety.add_row(
             Text(words, style="bold red" if bad else ""),

@@ -59,9 +59,11 @@ class SettingsBar(Static):
         for row in STEERABLE:
             setting = row.setting
             value = setting_value(settings, setting)
+            change = waiting.get(setting)
+            if row.off(value) and change is None:
+                continue  # off (no work time, no rejections): nothing to show
             line.append(f"{row.short} ", style="dim")
             line.append(describe_value(setting, value), style="bold")
-            change = waiting.get(setting)
             if change is not None and change.change.value is not None:
                 line.append(f" → {describe_value(setting, change.change.value)}", style="bold")
                 line.append(

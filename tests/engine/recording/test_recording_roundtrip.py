@@ -23,6 +23,7 @@ from flowdeck.engine.recording.recorder import (
     default_sessions_root,
     new_session_id,
 )
+from flowdeck.engine.recording.rows import CLIENT_SCHEMA
 from flowdeck.engine.snapshot import Counters
 
 WORKERS = 3
@@ -82,7 +83,7 @@ def test_recorded_run_reads_back_with_the_same_figures(tmp_path: Path) -> None:
 
     client = session.table(fmt.CLIENT_DIR)
     assert client.num_rows == WORKERS * SECONDS
-    assert client.schema == fmt.CLIENT_SCHEMA
+    assert client.schema == CLIENT_SCHEMA  # the one this flowdeck writes (its rows)
     assert sum(client.column("errors").to_pylist()) == WORKERS  # one error each, second 5
 
     series = session.client_per_second()
@@ -250,6 +251,6 @@ def test_the_row_builders_fill_every_column_of_their_tables() -> None:
     )
     for row, schema in (
         (broker_row(sample, 1.0), fmt.BROKER_SCHEMA),
-        (client_row(snap, Counters(), 1.0), fmt.CLIENT_SCHEMA),
+        (client_row(snap, Counters(), 1.0), CLIENT_SCHEMA),
     ):
         assert set(row) == {"t_us" if name == "ts" else name for name in schema.names}

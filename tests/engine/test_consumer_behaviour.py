@@ -1,0 +1,321 @@
+"""Consumers that behave like applications, against the real broker: work time per message
+(steered live), rejections with and without requeue, poison messages and dead-lettering.
+
+Rates are taken between the worker's own snapshots (their ``at`` times) and compared as
+ratios within one run: the work time sets them, not the machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from flowdeck.collectors import Broker
+from flowdeck.engine.autotune import Autopilot, State
+from flowdeck.engine.change import Change, Setting, parse_change
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.errors import SpecError
+from flowdeck.engine.events import EventKind
+from flowdeck.engine.run_recording import RunRecording
+from flowdeck.engine.snapshot import ClientSnapshot
+from flowdeck.engine.spec import RunSpec
+from tests.engine.test_worker import Run, base_spec, run_spec
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
+
+
+def consume_rate(snapshots: list[ClientSnapshot]) -> float:
+    """Consumed msg/s between the first and last of ``snapshots`` (the worker's clock)."""
+    first, last = snapshots[0], snapshots[-1]
+    return (last.counters.consumed - first.counters.consumed) / (last.at - first.at)
+
+
+def test_work_is_a_live_setting_in_milliseconds() -> None:
+    assert parse_change("work=5ms") == Change(Setting.WORK, 5)
+    assert parse_change("work=0.25s") == Change(Setting.WORK, 250)
+    assert parse_change("work_time=+500us") == Change(Setting.WORK, 0.5, relative=True)
+    assert parse_change("nack=10%") == Change(Setting.REJECT, 10)
+    with pytest.raises(SpecError, match=r"work needs a number, or one with a unit \(ms, s, us"):
+        parse_change("work=5 parsecs")
+
+
+async def test_work_time_sets_the_consume_rate_and_prefetch_one_waits_for_each_ack(
+    shared_uri: str, unique_name: str
+) -> None:
+    # 4 consumers working 5 ms a message take 4 / 5 ms = 800 msg/s while the queue never
+    # empties (published at 1,000/s); prefetch 1 adds a round trip to the broker per
+    # message; work 10 ms halves the rate.
+    consumers, work_ms = 4, 5.0
+    spec = base_spec(
+        unique_name,
+        shared_uri,
+        publishers=1,
+        consumers=consumers,
+        rate=1000.0,
+        prefetch=50,
+        work=work_ms,
+        confirms=False,
+    )
+    phases: dict[str, list[ClientSnapshot]] = {}
+
+    async def phase(run: Run, name: str) -> None:
+        await run.seconds(2)  # settle after the change
+        start = len(run.snapshots)
+        await run.seconds(5)
+        phases[name] = run.snapshots[start - 1 :]
+
+    async def script(run: Run) -> None:
+        await phase(run, "prefetch 50")
+        await run.change(Change(Setting.PREFETCH, 1))
+        await phase(run, "prefetch 1")
+        await run.change(Change(Setting.PREFETCH, 50))
+        await run.change(parse_change("work=10ms"))
+        await phase(run, "work 10 ms")
+
+    _run, report, _ = await run_spec(spec, shared_uri, script, drain=1.0)
+    rates = {name: consume_rate(snapshots) for name, snapshots in phases.items()}
+    print("consume rates (msg/s):", {k: round(v, 1) for k, v in rates.items()})
+    predicted = consumers * 1000 / work_ms
+    assert rates["prefetch 50"] == pytest.approx(predicted, rel=0.05), rates
+    assert rates["work 10 ms"] == pytest.approx(predicted / 2, rel=0.05), rates
+    # Prefetch 1: each message waits for the ack of the one before to reach the broker.
+    assert rates["prefetch 1"] < rates["prefetch 50"] * 0.97, rates
+    assert all(s.settings.value("work") == 10.0 for s in phases["work 10 ms"][1:])
+    assert report.counters.duplicates == 0
+    assert report.counters.rejected == 0
+
+
+async def _run_to_the_end(spec: RunSpec) -> Controller:
+    controller = Controller(spec, broker=Broker.parse(spec.uri), drain_seconds=3)
+    await controller.start()
+    await asyncio.sleep(spec.duration)
+    await controller.stop("the test's run is done")
+    return controller
+
+
+def _broker_queue(
+    management_url: str, name: str, want: Callable[[dict[str, Any]], bool]
+) -> dict[str, Any]:
+    """The broker's figures of queue ``name`` once ``want`` holds of them: its statistics
+    lag the run by up to an emission interval (5 s here), so read until they settle (30 s)."""
+    with httpx.Client(base_url=management_url, auth=("guest", "guest"), timeout=10) as api:
+        for _ in range(60):
+            queue: dict[str, Any] = api.get(f"/api/queues/%2F/{quote(name, safe='')}").json()
+            if want(queue):
+                return queue
+            time.sleep(0.5)
+    return queue
+
+
+def _stat(queue: dict[str, Any], name: str) -> int:
+    return int(queue.get("message_stats", {}).get(name, 0))
+
+
+def _drop_exchange(management_url: str, name: str) -> None:
+    with httpx.Client(base_url=management_url, auth=("guest", "guest"), timeout=10) as api:
+        api.delete(f"/api/exchanges/%2F/{quote(name, safe='')}")
+
+
+def test_ten_percent_rejected_without_requeue_add_up_with_the_dead_letter_queue(
+    shared_uri: str, unique_name: str, management_url: str
+) -> None:
+    dead = f"{unique_name}-dead"
+    spec = base_spec(
+        unique_name,
+        shared_uri,
+        publishers=1,
+        consumers=2,
+        rate=400.0,
+        duration=6,
+        reject=10,
+        requeue=False,
+        dead_letter_queue=dead,
+    )
+    try:
+        controller = asyncio.run(_run_to_the_end(spec))
+        summary = controller.summary
+        assert summary is not None
+        s = summary.safety
+        print(f"\npublished {s.published}, consumed {s.consumed}, rejected {s.rejected}, "
+              f"dead-lettered {s.dead_lettered}, dropped {s.dropped}, lost {s.lost}")  # fmt: skip
+        # Every message is consumed or dead-lettered, each once; a tenth rejected.
+        assert s.published == s.confirmed > 2000
+        assert s.consumed + s.dead_lettered == s.published
+        assert s.rejected == s.dead_lettered and s.requeued == 0
+        assert s.lost == s.dropped == s.duplicates == s.redelivered == 0
+        assert 0.08 < s.rejected / s.published < 0.12
+        # The broker's counts say the same: what went into each queue and came out of it.
+        main = _broker_queue(
+            management_url, spec.queue_name(0), lambda q: _stat(q, "ack") >= s.consumed
+        )
+        dlq = _broker_queue(management_url, dead, lambda q: _stat(q, "ack") >= s.dead_lettered)
+        assert _stat(main, "publish") == s.published
+        assert _stat(main, "ack") == s.consumed
+        # (a dead-lettered message enters its queue without a publish of its own)
+        assert _stat(dlq, "deliver_get") == _stat(dlq, "ack") == s.dead_lettered
+        assert main["messages"] == dlq["messages"] == 0
+    finally:
+        _drop_exchange(management_url, dead)
+
+
+def test_delivery_limit_dead_letters_exactly_the_poison_messages(
+    shared_uri: str, unique_name: str, management_url: str
+) -> None:
+    dead = f"{unique_name}-dead"
+    spec = base_spec(
+        unique_name,
+        shared_uri,
+        queue_type="quorum",
+        queue_args={"x-delivery-limit": 3},
+        publishers=2,
+        consumers=2,
+        rate=200.0,
+        duration=6,
+        poison=5,
+        requeue=True,
+        dead_letter_queue=dead,
+    )
+    try:
+        controller = asyncio.run(_run_to_the_end(spec))
+        summary = controller.summary
+        assert summary is not None
+        s = summary.safety
+        print(f"\npublished {s.published}, consumed {s.consumed}, rejected {s.rejected}, "
+              f"requeued {s.requeued}, dead-lettered {s.dead_lettered}, dropped {s.dropped}, "
+              f"lost {s.lost}")  # fmt: skip
+        assert s.published == s.confirmed > 2000
+        assert s.consumed + s.dead_lettered == s.published
+        assert s.lost == s.dropped == s.duplicates == 0
+        assert s.rejected == s.requeued  # every rejection went back, until the limit
+        # Sequence n of a publisher is poison when floor((n + 1) × 5 %) passes floor(n × 5 %):
+        # a publisher's k messages hold floor(k / 20), so the two publishers' N hold
+        # floor(N / 20) or one less; all of them were dead-lettered, and nothing else.
+        poison = s.dead_lettered
+        assert s.published // 20 - 1 <= poison <= s.published // 20, (poison, s.published)
+        # Each poison message was delivered and rejected until its limit, then dead-lettered.
+        assert s.rejected in (3 * poison, 4 * poison), (s.rejected, poison)
+        dlq = _broker_queue(management_url, dead, lambda q: _stat(q, "ack") >= poison)
+        assert _stat(dlq, "deliver_get") == _stat(dlq, "ack") == poison
+    finally:
+        _drop_exchange(management_url, dead)
+
+
+def test_ten_publishers_and_ten_consumers_share_one_connection_each(
+    shared_uri: str, unique_name: str, management_url: str
+) -> None:
+    spec = base_spec(
+        unique_name,
+        shared_uri,
+        name=unique_name,
+        publishers=10,
+        publisher_channels=10,
+        consumers=10,
+        consumer_channels=10,
+        rate=20.0,
+        duration=20,
+    )
+    seen: dict[str, int] = {}
+
+    async def run_and_look() -> Controller:
+        controller = Controller(spec, broker=Broker.parse(spec.uri), drain_seconds=3)
+        await controller.start()
+        deadline = time.monotonic() + spec.duration
+        async with httpx.AsyncClient(auth=("guest", "guest"), timeout=10) as api:
+            while time.monotonic() < deadline:
+                await asyncio.sleep(1)
+                channels = (
+                    await api.get(
+                        f"{management_url}/api/channels",
+                        params={"columns": "connection_details.name,name"},
+                    )
+                ).json()
+                connections = (
+                    await api.get(
+                        f"{management_url}/api/connections",
+                        params={"columns": "name,client_properties.connection_name"},
+                    )
+                ).json()
+                ours = {
+                    c["name"]: c["client_properties"]["connection_name"]
+                    for c in connections
+                    if unique_name in c["client_properties"].get("connection_name", "")
+                }
+                seen.clear()
+                for channel in channels:
+                    name = ours.get(channel["connection_details"]["name"])
+                    if name is not None:
+                        seen[name] = seen.get(name, 0) + 1
+                if len(seen) == 2 and all(n >= 10 for n in seen.values()):
+                    break
+        await controller.stop("the test has seen the channels")
+        return controller
+
+    controller = asyncio.run(run_and_look())
+    print(f"\nchannels per connection (management API): {seen}")
+    # One publishing connection and one consuming one, 10 channels each.
+    assert sorted(seen.values()) == [10, 10], seen
+    assert sorted(name.split()[-2] for name in seen) == ["consumer", "publisher"], seen
+    summary = controller.summary
+    assert summary is not None
+    safety = summary.safety
+    assert safety.published > 0 and safety.consumed == safety.published
+    assert safety.lost == safety.duplicates == 0
+
+
+@pytest.mark.slow
+def test_the_prefetch_autopilot_climbs_past_a_prefetch_that_holds_working_consumers_back(
+    shared_uri: str, unique_name: str, tmp_path: Path
+) -> None:
+    """4 consumers working 5 ms a message take up to 800 msg/s; 600 are published. At
+    prefetch 1 each waits a round trip per message and falls behind (overloaded): the
+    autopilot climbs on instead of stopping there, and leaves the run at a prefetch whose
+    consumers keep up."""
+    spec = base_spec(
+        unique_name,
+        shared_uri,
+        name="autotune-work",
+        publishers=1,
+        consumers=4,
+        rate=600.0,
+        prefetch=1,
+        work=5.0,
+        duration=120,
+    )
+
+    async def tune() -> tuple[Controller, Autopilot]:
+        controller = Controller(
+            spec,
+            broker=Broker.parse(spec.uri),
+            recording=RunRecording(tmp_path / "sessions"),
+            drain_seconds=1,
+        )
+        autopilot = Autopilot(controller, "prefetch")  # its own rule: 6 s holds at least
+        autopilot.attach()
+        await controller.start()
+        deadline = time.monotonic() + spec.duration
+        while autopilot.active and time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+        await controller.stop("the autopilot is done")
+        return controller, autopilot
+
+    controller, autopilot = asyncio.run(tune())
+    said = [e.message for e in controller.events if e.kind is EventKind.INFO]
+    steps = autopilot.search.steps
+    by_value = {s.value: (round(s.point.throughput, 1), s.verdict.value) for s in steps}
+    print(f"\nprefetch steps: {by_value}; chosen {autopilot.chosen}")
+    assert autopilot.state is State.DONE, said
+    first = steps[0]
+    assert first.value == 1 and first.point.throughput < 0.9 * spec.target_rate, by_value
+    assert len({s.value for s in steps}) >= 3, by_value  # it climbed past the overload
+    chosen = autopilot.chosen
+    assert chosen is not None and chosen > 1, said
+    at_choice = [s.point.throughput for s in steps if s.value == chosen]
+    assert max(at_choice) >= 0.95 * spec.target_rate, by_value
+    assert controller.settings.prefetch == chosen
