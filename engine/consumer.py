@@ -47,6 +47,7 @@ class ConsumerTally:
         "foreign",
         "last_ns",
         "redelivered",
+        "replayed",
         "sequences",
     )
 
@@ -55,11 +56,52 @@ class ConsumerTally:
         self.acked = 0
         self.redelivered = 0
         self.duplicates = 0
+        #: Stream messages read again (another reader, or a re-read from an offset): a
+        #: stream keeps what it delivered, so these are not duplicates.
+        self.replayed = 0
         self.foreign = 0  # messages not from this run (too short, or sent before it began)
         self.sequences = sequences
         #: Unix ns of the first and last delivery of this run's messages (0: none yet).
         self.first_ns = 0
         self.last_ns = 0
+
+    def record(
+        self,
+        buffer: bytes | bytearray | memoryview,
+        offset: int,
+        size: int,
+        run_start_ns: int,
+        latency: LatencySamples,
+        reading: SequenceSet | None = None,
+    ) -> None:
+        """Account one delivered body (any protocol's): whose message, consumed before or
+        not, its end-to-end latency. ``reading`` is a stream reader's own set: a sequence
+        new to it but consumed before is a replay; one it read twice is a duplicate."""
+        if size < 28:
+            self.foreign += 1
+            return
+        publisher, sequence, actual, intended = _unpack_body(buffer, offset)
+        if actual < run_start_ns:
+            self.foreign += 1
+            return
+        tracker = self.sequences.get(publisher)
+        if tracker is None:
+            tracker = self.sequences[publisher] = SequenceSet()
+        if reading is not None:
+            if not reading.add((publisher << 40) | sequence):
+                self.duplicates += 1
+                return
+            if not tracker.add(sequence):
+                self.replayed += 1
+                return
+        elif not tracker.add(sequence):
+            self.duplicates += 1
+        now = time.time_ns()
+        if not self.first_ns:
+            self.first_ns = now
+        self.last_ns = now
+        latency.actual.append(now - actual)
+        latency.intended.append(now - intended)
 
 
 class ConsumerChannel(NullListener):
@@ -88,25 +130,9 @@ class ConsumerChannel(NullListener):
         tally.consumed += 1
         if redelivered:
             tally.redelivered += 1
-        if size >= 28:
-            publisher, sequence, actual, intended = _unpack_body(buffer, offset)
-            if actual >= consumer.run_start_ns:
-                tracker = tally.sequences.get(publisher)
-                if tracker is None:
-                    tracker = tally.sequences[publisher] = SequenceSet()
-                if not tracker.add(sequence):
-                    tally.duplicates += 1
-                now = time.time_ns()
-                if not tally.first_ns:
-                    tally.first_ns = now
-                tally.last_ns = now
-                latency = consumer.latency
-                latency.actual.append(now - actual)
-                latency.intended.append(now - intended)
-            else:
-                tally.foreign += 1
-        else:
-            tally.foreign += 1
+        tally.record(
+            buffer, offset, size, consumer.run_start_ns, consumer.latency, consumer.reading
+        )
         if consumer.auto_ack:
             return
         self._last_tag = tag
@@ -155,6 +181,7 @@ class Consumer:
         tally: ConsumerTally,
         latency: LatencySamples,
         run_start_ns: int,
+        stream: bool = False,
     ) -> None:
         self.consumer_id = consumer_id
         self.connection = connection
@@ -166,6 +193,8 @@ class Consumer:
         self.tally = tally
         self.latency = latency
         self.run_start_ns = run_start_ns
+        #: On a stream queue, what this consumer has read (re-reads by others are replays).
+        self.reading: SequenceSet | None = SequenceSet() if stream else None
         self.consumed = 0
         self.current: ConsumerChannel | None = None
         self.error: AmqpClosed | None = None

@@ -188,6 +188,7 @@ class Controller:
         self._cleanup = cleanup
         #: Per queue, the position of its leader's uri (``WorkerAssignment.queue_leaders``).
         self._queue_leaders: tuple[int, ...] = ()
+        self._stream_port = 5552
         self._placement = placement
         self._recording = recording or RunRecording()
         self._capacity = capacity or CapacityCheck()
@@ -366,6 +367,8 @@ class Controller:
             declared = await topology.declare(self.spec, self._uri)
             self._queue_counts.begin(self.spec.queue_names)
             placement = await self._place_consumers()
+            if self.spec.protocol == "stream":
+                self._stream_port = await self._sources.stream_port()
             await self._recording.start(self.spec)
             await self._start_workers()
         except BaseException:
@@ -599,6 +602,7 @@ class Controller:
             uris=self.broker.uris,
             queue_leaders=self._queue_leaders,
             run_tag=self.run_tag,
+            stream_port=self._stream_port,
         )
 
     # -- messages from workers and collectors ------------------------------------------------
@@ -957,7 +961,7 @@ class Controller:
         if not reports:
             self._queue_counts.close()
             return DataSafety(0, 0, 0, 0, 0, 0, 0, 0, 0, confirms=confirms), (), None
-        safety = data_safety(reports, confirms=confirms)
+        safety = data_safety(reports, confirms=confirms, stream=self.spec.queue_type == "stream")
         if not lost_workers:
             self._queue_counts.close()
             return safety, (), None

@@ -110,6 +110,9 @@ class DataSafety:
     lost: int
     confirms: bool = True
     complete: bool = True
+    #: Stream messages read again (another consumer, or a re-read from an offset): a
+    #: stream keeps its messages, so these are replays, not duplicates (format 1.8).
+    replayed: int = 0
 
     def to_json(self) -> dict[str, int | bool]:
         return asdict(self)

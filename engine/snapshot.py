@@ -247,3 +247,6 @@ class WorkerReport:
     consumed: tuple[SequenceRanges, ...] = ()
     errors: tuple[str, ...] = ()
     active: ActiveTimes = field(default_factory=ActiveTimes)
+    #: Stream messages this worker's consumers read again (another reader, or a re-read
+    #: from an offset): a stream keeps its messages, so these are not duplicates.
+    replayed: int = 0

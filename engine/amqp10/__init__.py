@@ -1,0 +1,1 @@
+"""Clients of AMQP 1.0 (python-qpid-proton), to classic and quorum queues."""
