@@ -81,6 +81,7 @@ from flowdeck.engine.process import (
     load_runtime,
 )
 from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick, mean_rate
+from flowdeck.engine.protocols import protocol_line
 from flowdeck.engine.queue_counts import QueueCounter, QueueCounts
 from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.settings import steerable
@@ -403,6 +404,8 @@ class Controller:
         )
         if placement:
             self._event(EventKind.INFO, placement, at=self.started_at)
+        if self.spec.protocol != "amqp0.9.1":
+            self._event(EventKind.INFO, protocol_line(self.spec), at=self.started_at)
         for line, version in ignored:
             self._event(
                 EventKind.INFO,

@@ -35,6 +35,27 @@ AMQP10_NOTE = (
 )
 
 
+def protocol_line(spec: RunSpec) -> str:
+    """What a run's header says of its clients' protocol (other than AMQP 0.9.1)."""
+    if spec.protocol == "stream":
+        batching = (
+            f", sub-entries of {spec.sub_entry_size}"
+            + (f" ({spec.compression})" if spec.compression != "none" else "")
+            if spec.sub_entry_size > 1
+            else ""
+        )
+        return (
+            f"clients speak the stream protocol: in-flight is each publisher's confirm window, "
+            f"prefetch each consumer's credit in chunks; consumers start at "
+            f"{spec.stream_offset}{batching}{', named producers (dedup)' if spec.dedup else ''}"
+        )
+    return (
+        f"clients speak AMQP 1.0 ({spec.settle_mode} sends, receivers {spec.outcome} each "
+        f"delivery): in-flight is each sender's unsettled window, prefetch each receiver's link "
+        f"credit. {AMQP10_NOTE}"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Place:
     """Where one client connects and what it is called."""
@@ -103,6 +124,19 @@ async def open_publisher(
         )
         holder.append(stream_publisher)
         return stream_publisher
+    if spec.protocol == "amqp1.0":
+        from flowdeck.engine.amqp10 import open_sender
+
+        return await open_sender(
+            spec,
+            place,
+            publisher_id=publisher_id,
+            queue=queue,
+            inflight=inflight,
+            rate=rate,
+            first_sequence=first_sequence,
+            confirm_latency=confirm_latency,
+        )
     raise ValueError(f"the worker opens {spec.protocol} clients itself")
 
 
@@ -153,4 +187,17 @@ async def open_consumer(
                 f"consumer {consumer_id} could not read stream {queue!r}: {exc}"
             ) from None
         return stream_consumer
+    if spec.protocol == "amqp1.0":
+        from flowdeck.engine.amqp10 import open_receiver
+
+        return await open_receiver(
+            spec,
+            place,
+            consumer_id=consumer_id,
+            queue=queue,
+            prefetch=prefetch,
+            ack_every=ack_every,
+            tally=tally,
+            latency=latency,
+        )
     raise ValueError(f"the worker opens {spec.protocol} clients itself")

@@ -417,6 +417,12 @@ class RunSpec:
                 "AMQP 1.0 runs here on classic and quorum queues (3.x's plugin has no stream "
                 "offsets); use protocol = stream or amqp0.9.1 for stream queues",
             )
+        if self.settle_mode == "settled" and self.confirms:
+            raise SpecError(
+                "settle_mode",
+                "pre-settled messages are never confirmed: set confirms = false with "
+                "settle_mode = settled",
+            )
         if self.protocol != "amqp1.0" and (
             self.settle_mode != "unsettled" or self.outcome != "accept"
         ):
