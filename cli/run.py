@@ -84,7 +84,9 @@ def register(subparsers: Any) -> None:
         metavar="BENCH",
         help="run every seed figure of one benchmark (e.g. bench2: mirrored and quorum "
         "queues, no confirms, in-flight sweep, sweep with multiple-flag acks) one after the "
-        "other, each recorded as its own session; --scale and flags apply to each",
+        "other, each recorded as its own session; --scale and flags apply to each; "
+        "'protocols': the same load over AMQP 0.9.1 and 1.0 to quorum queues and over AMQP "
+        "0.9.1 and the stream protocol to stream queues",
     )
     parser.add_argument(
         "--at-capacity",
@@ -404,11 +406,8 @@ def _run_matrix(args: argparse.Namespace) -> int:
     codes: list[tuple[str, int]] = []
     sessions: list[str] = []
     for index, name in enumerate(names, 1):
-        print(
-            f"matrix {args.matrix}: run {index} of {len(names)}: {name} "
-            f"(fig {figure_of[name]} of the seed)",
-            flush=True,
-        )
+        figure = f" (fig {figure_of[name]} of the seed)" if name in figure_of else ""
+        print(f"matrix {args.matrix}: run {index} of {len(names)}: {name}{figure}", flush=True)
         one = matrix_run_args(args, name)
         try:
             code, session_dir = _run_recorded(one)

@@ -238,6 +238,7 @@ def print_summary(summary: RunSummary, out: TextIO) -> None:
         ("returned", s.returned, None),
         ("redelivered", s.redelivered, None),
         ("duplicates", s.duplicates, None),
+        *([("replayed (stream, read again)", s.replayed, None)] if s.replayed else []),
         ("unconfirmed", s.unconfirmed, None),
         ("lost (confirmed, never consumed)", s.lost, None),
     ]

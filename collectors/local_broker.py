@@ -183,6 +183,7 @@ class LocalBroker:
         amqps_port: int | None = None,
         management_tls_port: int | None = None,
         *,
+        stream_port: int | None = None,
         start_timeout: float = 120.0,
         nodename: str | None = None,
         cookie: str | None = None,
@@ -226,6 +227,8 @@ class LocalBroker:
         self.amqp_port = amqp_port or free_port()
         self.management_port = management_port or free_port()
         self.prometheus_port = prometheus_port or free_port()
+        #: The stream protocol's listener (rabbitmq_stream, on with rabbitmq_amqp1_0).
+        self.stream_port: int | None = stream_port or free_port()
         self.dist_port = dist_port or free_port(below=65536 - _CLI_DIST_OFFSET - _CLI_DIST_RANGE)
         self.stats_interval_ms = stats_interval_ms
         self.file_limit = file_limit
@@ -415,6 +418,7 @@ class LocalBroker:
             "amqp_port": self.amqp_port,
             "management_port": self.management_port,
             "prometheus_port": self.prometheus_port,
+            "stream_port": self.stream_port,
             "dist_port": self.dist_port,
             "amqps_port": self.amqps_port,
             "management_tls_port": self.management_tls_port,
@@ -442,6 +446,8 @@ class LocalBroker:
         broker.amqp_port = int(state["amqp_port"])
         broker.management_port = int(state["management_port"])
         broker.prometheus_port = int(state["prometheus_port"])
+        stream_port = state.get("stream_port")
+        broker.stream_port = None if stream_port is None else int(stream_port)
         broker.dist_port = int(state["dist_port"])
         broker.amqps_port = state.get("amqps_port")
         broker.management_tls_port = state.get("management_tls_port")
@@ -535,6 +541,7 @@ class LocalBroker:
             "AMQP": self.amqp_port,
             "management": self.management_port,
             "prometheus": self.prometheus_port,
+            "stream": self.stream_port,
             "distribution": self.dist_port,
             "AMQPS": self.amqps_port,
             "management TLS": self.management_tls_port,
@@ -630,7 +637,9 @@ class LocalBroker:
             self._cookie = cookie.read_text().strip()
         cookie.chmod(0o400)
         (base / "rabbitmq-env.conf").write_text("# flowdeck private node: settings in env\n")
-        (base / "enabled_plugins").write_text("[rabbitmq_management,rabbitmq_prometheus].\n")
+        (base / "enabled_plugins").write_text(
+            "[rabbitmq_management,rabbitmq_prometheus,rabbitmq_stream,rabbitmq_stream_management,rabbitmq_amqp1_0].\n"
+        )
         (base / "rabbitmq.conf").write_text(self._config_text())
         # A quorum queue's ready/unacked counts refresh on its Ra tick, 5 s by default
         # whatever collect_statistics_interval says (rabbitmq.conf has no key for it in
@@ -651,6 +660,12 @@ class LocalBroker:
             "log.file.level = info",
             "log.console = false",
         ]
+        if self.stream_port is not None:
+            lines += [
+                f"stream.listeners.tcp.1 = {self.host}:{self.stream_port}",
+                f"stream.advertised_host = {self.host}",
+                f"stream.advertised_port = {self.stream_port}",
+            ]
         if self.partition_handling is not None:
             lines.append(f"cluster_partition_handling = {self.partition_handling}")
         if self.netns is not None:

@@ -386,6 +386,11 @@ class ManagementCollector:
         tell a management URL guessed for the wrong broker (two nodes on one host share
         ``host:15672`` as a guess, not as a fact). Raises :class:`ManagementAnswerError`.
         """
+        return await self.listener_ports("amqp")
+
+    async def listener_ports(self, protocol: str) -> set[int]:
+        """The broker's ports whose listener's protocol starts with ``protocol`` (``amqp``,
+        ``stream``: the stream plugin's). Raises :class:`ManagementAnswerError`."""
         overview = await self._get_json("/api/overview", {"columns": "listeners"})
         listeners = overview.get("listeners") if isinstance(overview, Mapping) else None
         if not isinstance(listeners, list):
@@ -394,7 +399,7 @@ class ManagementCollector:
             port
             for item in listeners
             if isinstance(item, Mapping)
-            and str(item.get("protocol", "")).startswith("amqp")
+            and str(item.get("protocol", "")).startswith(protocol)
             and (port := _number(item.get("port"))) is not None
         }
 

@@ -137,12 +137,17 @@ class LostWorker:
     last: ClientSnapshot | None
 
 
-def data_safety(reports: Sequence[WorkerReport], *, confirms: bool = True) -> DataSafety:
-    """Merge every worker's report into the run's accounting."""
+def data_safety(
+    reports: Sequence[WorkerReport], *, confirms: bool = True, stream: bool = False
+) -> DataSafety:
+    """Merge every worker's report into the run's accounting. On stream queues
+    (``stream``) every consumer reads every message: a sequence consumed in two workers is
+    a replay, not a duplicate."""
     totals = Counters()
     for report in reports:
         totals = totals + report.counters
     dead_lettered, dropped = dead_lettered_and_dropped(reports)
+    across = cross_worker_duplicates(reports)
     return DataSafety(
         published=totals.published,
         confirmed=totals.confirmed,
@@ -150,7 +155,8 @@ def data_safety(reports: Sequence[WorkerReport], *, confirms: bool = True) -> Da
         returned=totals.returned,
         consumed=totals.consumed,
         redelivered=totals.redelivered,
-        duplicates=totals.duplicates + cross_worker_duplicates(reports),
+        duplicates=totals.duplicates + (0 if stream else across),
+        replayed=sum(r.replayed for r in reports) + (across if stream else 0),
         unconfirmed=sum(r.published_unconfirmed for r in reports) if confirms else 0,
         lost=lost_messages(reports),
         confirms=confirms,

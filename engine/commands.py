@@ -44,6 +44,8 @@ class WorkerAssignment:
     #: The run's tag, in every connection name (collectors/client_names.py), so the broker's
     #: lists tell this run's clients from any other's.
     run_tag: str = ""
+    #: The port of the broker's stream protocol listener (protocol = stream), on each node.
+    stream_port: int = 5552
 
 
 @dataclass(frozen=True, slots=True)

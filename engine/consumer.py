@@ -138,6 +138,7 @@ class ConsumerTally:
         "poison",
         "redelivered",
         "rejected",
+        "replayed",
         "requeued",
         "sequences",
     )
@@ -155,11 +156,53 @@ class ConsumerTally:
         #: This run's messages rejected without requeue, by publisher: the broker
         #: dead-lettered or dropped them.
         self.discarded: dict[int, SequenceSet] = {}
+        #: Stream messages read again (another reader, or a re-read from an offset): a
+        #: stream keeps what it delivered, so these are not duplicates.
+        self.replayed = 0
         self.foreign = 0  # messages not from this run (too short, or sent before it began)
         self.sequences = sequences
         #: Unix ns of the first and last delivery of this run's messages (0: none yet).
         self.first_ns = 0
         self.last_ns = 0
+
+    def record(
+        self,
+        buffer: bytes | bytearray | memoryview,
+        offset: int,
+        size: int,
+        run_start_ns: int,
+        latency: LatencySamples,
+        reading: SequenceSet | None = None,
+    ) -> None:
+        """Account one delivered body (any protocol's): whose message, consumed before or
+        not, its end-to-end latency. ``reading`` is a stream reader's own set: a sequence
+        new to it but consumed before is a replay; one it read twice is a duplicate."""
+        if size < 28:
+            self.foreign += 1
+            return
+        publisher, sequence, actual, intended = _unpack_body(buffer, offset)
+        if actual < run_start_ns:
+            self.foreign += 1
+            return
+        publisher &= _PUBLISHER_BITS  # a poison mark is no part of the id
+        tracker = self.sequences.get(publisher)
+        if tracker is None:
+            tracker = self.sequences[publisher] = SequenceSet()
+        if reading is not None:
+            if not reading.add((publisher << 40) | sequence):
+                self.duplicates += 1
+                return
+            if not tracker.add(sequence):
+                self.replayed += 1
+                return
+        elif not tracker.add(sequence):
+            self.duplicates += 1
+        now = time.time_ns()
+        if not self.first_ns:
+            self.first_ns = now
+        self.last_ns = now
+        latency.actual.append(now - actual)
+        latency.intended.append(now - intended)
 
 
 class ConsumerChannel(NullListener):
@@ -232,26 +275,9 @@ class ConsumerChannel(NullListener):
         tally.consumed += 1
         if redelivered:
             tally.redelivered += 1
-        if size >= 28:
-            publisher, sequence, actual, intended = _unpack_body(buffer, offset)
-            if actual >= consumer.run_start_ns:
-                publisher &= _PUBLISHER_BITS  # a poison mark is no part of the id
-                tracker = tally.sequences.get(publisher)
-                if tracker is None:
-                    tracker = tally.sequences[publisher] = SequenceSet()
-                if not tracker.add(sequence):
-                    tally.duplicates += 1
-                now = time.time_ns()
-                if not tally.first_ns:
-                    tally.first_ns = now
-                tally.last_ns = now
-                latency = consumer.latency
-                latency.actual.append(now - actual)
-                latency.intended.append(now - intended)
-            else:
-                tally.foreign += 1
-        else:
-            tally.foreign += 1
+        tally.record(
+            buffer, offset, size, consumer.run_start_ns, consumer.latency, consumer.reading
+        )
 
     def settle(self, tag: int, requeue: bool, *, rejected: bool) -> None:
         """Ack (every ``ack_every``) or reject one delivery now; written at the read's end
@@ -306,6 +332,7 @@ class Consumer:
         latency: LatencySamples,
         run_start_ns: int,
         handling: Handling | None = None,
+        stream: bool = False,
     ) -> None:
         self.consumer_id = consumer_id
         self.handling = handling if handling is not None else Handling()
@@ -326,6 +353,8 @@ class Consumer:
         self.tally = tally
         self.latency = latency
         self.run_start_ns = run_start_ns
+        #: On a stream queue, what this consumer has read (re-reads by others are replays).
+        self.reading: SequenceSet | None = SequenceSet() if stream else None
         self.consumed = 0
         self.current: ConsumerChannel | None = None
         self.error: AmqpClosed | None = None

@@ -81,6 +81,7 @@ from flowdeck.engine.process import (
     load_runtime,
 )
 from flowdeck.engine.progress import DataSafety, PendingChange, RunSummary, Tick, mean_rate
+from flowdeck.engine.protocols import protocol_line
 from flowdeck.engine.queue_counts import QueueCounter, QueueCounts
 from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.settings import steerable
@@ -188,6 +189,7 @@ class Controller:
         self._cleanup = cleanup
         #: Per queue, the position of its leader's uri (``WorkerAssignment.queue_leaders``).
         self._queue_leaders: tuple[int, ...] = ()
+        self._stream_port = 5552
         self._placement = placement
         self._recording = recording or RunRecording()
         self._capacity = capacity or CapacityCheck()
@@ -366,6 +368,8 @@ class Controller:
             declared = await topology.declare(self.spec, self._uri)
             self._queue_counts.begin(self.spec.queue_names)
             placement = await self._place_consumers()
+            if self.spec.protocol == "stream":
+                self._stream_port = await self._sources.stream_port()
             await self._recording.start(self.spec)
             await self._start_workers()
         except BaseException:
@@ -400,6 +404,8 @@ class Controller:
         )
         if placement:
             self._event(EventKind.INFO, placement, at=self.started_at)
+        if self.spec.protocol != "amqp0.9.1":
+            self._event(EventKind.INFO, protocol_line(self.spec), at=self.started_at)
         for line, version in ignored:
             self._event(
                 EventKind.INFO,
@@ -599,6 +605,7 @@ class Controller:
             uris=self.broker.uris,
             queue_leaders=self._queue_leaders,
             run_tag=self.run_tag,
+            stream_port=self._stream_port,
         )
 
     # -- messages from workers and collectors ------------------------------------------------
@@ -958,7 +965,7 @@ class Controller:
         if not reports:
             self._queue_counts.close()
             return DataSafety(0, 0, 0, 0, 0, 0, 0, 0, 0, confirms=confirms), (), None
-        safety = data_safety(reports, confirms=confirms)
+        safety = data_safety(reports, confirms=confirms, stream=self.spec.queue_type == "stream")
         if not lost_workers:
             self._queue_counts.close()
             return safety, (), None

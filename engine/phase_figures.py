@@ -54,6 +54,7 @@ class PhaseTable(NullSink):
         self._started_at: float | None = None
         self._ended_at: float | None = None
         self._summary: Mapping[str, Any] | None = None
+        self._stream = False
         self._rows: list[Row] = []
         self._polls: list[Row] = []
         self._events: list[dict[str, Any]] = []
@@ -71,6 +72,7 @@ class PhaseTable(NullSink):
     # -- as a sink ---------------------------------------------------------------------------
 
     def on_start(self, run: RunStarted) -> None:
+        self._stream = run.spec.queue_type == "stream"
         self.begin(run.started_at)
 
     def on_snapshot(self, snapshot: ClientSnapshot) -> None:
@@ -164,6 +166,7 @@ class PhaseTable(NullSink):
             settings=SETTING_COLUMNS,
             sweep_settings=SWEEP_COLUMNS,
             queue_latency=self._queue_latency,
+            stream=self._stream,
         )
         return run_figures(inputs, max_p99_ms)
 

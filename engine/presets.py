@@ -26,7 +26,7 @@ from pathlib import Path
 from flowdeck.collectors import SPEC_FILE_LIMIT, UnreadableFile, read_file_text
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.errors import SpecError, did_you_mean
-from flowdeck.engine.spec import RunSpec, ScheduleStep, spec_from_mapping
+from flowdeck.engine.spec import RunSpec, ScheduleStep, schedule_step, spec_from_mapping
 
 #: Seconds each in-flight limit is held in a sweep preset.
 SWEEP_PHASE_SECONDS = 60.0
@@ -201,6 +201,45 @@ def _low_latency() -> RunSpec:
     )
 
 
+#: The protocols matrix: the same load over AMQP 0.9.1 to a quorum queue, AMQP 1.0 to a
+#: quorum queue, AMQP 0.9.1 to a stream queue and the stream protocol to a stream queue
+#: (name, protocol, queue type), compared per phase by ``flowdeck report``.
+PROTOCOL_RUNS: tuple[tuple[str, str, str], ...] = (
+    ("protocols-amqp091-quorum", "amqp0.9.1", "quorum"),
+    ("protocols-amqp10-quorum", "amqp1.0", "quorum"),
+    ("protocols-amqp091-stream", "amqp0.9.1", "stream"),
+    ("protocols-stream", "stream", "stream"),
+)
+#: The name ``flowdeck run --matrix`` knows the protocols matrix by.
+PROTOCOLS_MATRIX = "protocols"
+
+
+def _protocols() -> list[RunSpec]:
+    """The protocols matrix's runs: 4 publishers at 250 msg/s each, then 500, into 2
+    queues with 4 consumers, in-flight 100 and prefetch 100, 1000-byte bodies."""
+    return [
+        RunSpec(
+            name=name,
+            description=(
+                f"the protocols matrix: {protocol} to {queue_type} queues, 4 publishers at 250 "
+                "then 500 msg/s each into 2 queues, 4 consumers, in-flight 100, prefetch 100"
+            ),
+            protocol=protocol,  # type: ignore[arg-type]
+            queue_type=queue_type,  # type: ignore[arg-type]
+            queues=2,
+            publishers=4,
+            consumers=4,
+            rate=250.0,
+            inflight=100,
+            prefetch=100,
+            message_size=1000,
+            duration=2 * SWEEP_PHASE_SECONDS,
+            schedule=(schedule_step(SWEEP_PHASE_SECONDS, "rate=500"),),
+        )
+        for name, protocol, queue_type in PROTOCOL_RUNS
+    ]
+
+
 def _build() -> dict[str, RunSpec]:
     specs: list[RunSpec] = []
     for b in _BENCHMARKS:
@@ -210,6 +249,7 @@ def _build() -> dict[str, RunSpec]:
             specs.append(_sweep(b, multi=True))
     specs.extend(_figures()[0])
     specs.append(_low_latency())
+    specs.extend(_protocols())
     return {s.name: s for s in specs}
 
 
@@ -221,6 +261,8 @@ FIGURES: dict[int, Figure] = {f.number: f for f in _figures()[1]}
 def matrix(benchmark: str) -> list[str]:
     """The presets of one benchmark's figures (``bench2`` or ``2``), in the write-up's
     order: what ``flowdeck run --matrix`` runs one after the other."""
+    if benchmark == PROTOCOLS_MATRIX:
+        return [name for name, _, _ in PROTOCOL_RUNS]
     number = benchmark.removeprefix("bench")
     names = [f.preset for f in FIGURES.values() if str(f.benchmark) == number]
     if not names:

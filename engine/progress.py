@@ -119,6 +119,9 @@ class DataSafety:
     requeued: int = 0
     dead_lettered: int = 0
     dropped: int = 0
+    #: Stream messages read again (another consumer, or a re-read from an offset): a
+    #: stream keeps its messages, so these are replays, not duplicates (format 1.9).
+    replayed: int = 0
 
     def to_json(self) -> dict[str, int | bool]:
         return asdict(self)

@@ -257,3 +257,6 @@ class WorkerReport:
     #: dead-letter queue.
     discarded: tuple[SequenceRanges, ...] = ()
     dead_lettered: tuple[SequenceRanges, ...] = ()
+    #: Stream messages this worker's consumers read again (another reader, or a re-read
+    #: from an offset): a stream keeps its messages, so these are not duplicates.
+    replayed: int = 0

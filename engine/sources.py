@@ -37,6 +37,9 @@ from flowdeck.engine.sinks import PrometheusRow
 from flowdeck.engine.spec import RunSpec
 from flowdeck.engine.tls import http_context
 
+#: The stream plugin's default port, used when the management API cannot say.
+STREAM_PORT = 5552
+
 __all__ = ["BrokerSources"]
 
 
@@ -342,6 +345,23 @@ class BrokerSources:
             "automatic sync",
             detail={"policy": name, "definition": body["definition"]},
         )
+
+    async def stream_port(self) -> int:
+        """The port of the broker's stream protocol listener (the management API's
+        listeners; 5552, the plugin's default, when they cannot be read). FlowdeckError
+        when the broker lists listeners and none speaks the stream protocol."""
+        api = await self._management_client()
+        try:
+            ports = await api.listener_ports("stream")
+        except (ManagementAnswerError, SourceError):
+            return STREAM_PORT
+        if not ports:
+            raise FlowdeckError(
+                "protocol = stream needs the broker's rabbitmq_stream plugin, and the management "
+                "API lists no stream listener: `rabbitmq-plugins enable rabbitmq_stream` (the "
+                "private nodes flowdeck starts have it)"
+            )
+        return min(ports)
 
     async def queue_leaders(self) -> dict[str, tuple[str, int]]:
         """Per queue of the run, its leader's node name and which of the run's node URIs

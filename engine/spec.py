@@ -8,6 +8,7 @@ TUI form. Scale a spec to a small machine with :meth:`RunSpec.scaled`.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
@@ -41,6 +42,15 @@ CONSUMER_NODES: tuple[ConsumerNode, ...] = ("spread", "off-leader", "leader")
 EXCHANGE_TYPES: tuple[ExchangeType, ...] = ("direct", "fanout", "topic", "headers")
 WorkDistribution = Literal["constant", "uniform", "exponential"]
 WORK_DISTRIBUTIONS: tuple[WorkDistribution, ...] = ("constant", "uniform", "exponential")
+#: The wire protocols a run's clients speak (engine/protocols.py makes their clients).
+Protocol = Literal["amqp0.9.1", "stream", "amqp1.0"]
+PROTOCOLS: tuple[Protocol, ...] = ("amqp0.9.1", "stream", "amqp1.0")
+#: Where a stream consumer starts reading (besides ``offset:N`` and ``timestamp:T``).
+STREAM_OFFSETS: tuple[str, ...] = ("start", "first", "last", "next")
+COMPRESSIONS: tuple[str, ...] = ("none", "gzip")
+SETTLE_MODES: tuple[str, ...] = ("unsettled", "settled")
+OUTCOMES: tuple[str, ...] = ("accept", "release", "reject")
+_MAX_AGE = re.compile(r"[1-9][0-9]*[YMDhms]")
 
 #: Bytes a message body needs for publisher id, sequence and the two send times.
 BODY_HEADER_SIZE = 28
@@ -140,6 +150,57 @@ FIELDS: dict[str, FieldInfo] = {
         "which node each consumer connects to on a cluster: spread (round-robin over the "
         "uris, as publishers), off-leader (a node other than its queue's leader) or leader",
         choices=CONSUMER_NODES,
+    ),
+    "protocol": FieldInfo(
+        str,
+        "the clients' wire protocol: amqp0.9.1, stream (RabbitMQ's stream protocol, to stream "
+        "queues) or amqp1.0 (RabbitMQ 3.x: a plugin translating to 0.9.1 inside the broker; "
+        "4.x: native, so figures do not carry over between them)",
+        choices=PROTOCOLS,
+    ),
+    "stream_offset": FieldInfo(
+        str,
+        "stream queues: where consumers start reading: start (the run's start), first, last, "
+        "next, offset:N or timestamp:UNIX_SECONDS; re-read messages count as replayed",
+    ),
+    "stream_max_bytes": FieldInfo(
+        int,
+        "stream queues: retention by size (x-max-length-bytes); 0 = none",
+        0,
+        2**62,
+        unit="bytes",
+    ),
+    "stream_max_age": FieldInfo(
+        str, "stream queues: retention by age (x-max-age, e.g. 1h, 7D); empty = none"
+    ),
+    "stream_segment_bytes": FieldInfo(
+        int,
+        "stream queues: segment file size (x-stream-max-segment-size-bytes); 0 = the broker's",
+        0,
+        2**31,
+        unit="bytes",
+    ),
+    "sub_entry_size": FieldInfo(
+        int, "stream protocol: messages per sub-entry batch (1 = no batching)", 1, 10_000
+    ),
+    "compression": FieldInfo(
+        str, "stream protocol: sub-entry batch compression", choices=COMPRESSIONS
+    ),
+    "dedup": FieldInfo(
+        bool,
+        "stream protocol: named producers, so the broker drops a re-sent message (deduplication)",
+    ),
+    "settle_mode": FieldInfo(
+        str,
+        "AMQP 1.0 senders: unsettled (the broker settles each: in-flight is the unsettled "
+        "window) or settled (sent pre-settled, at most once: nothing is confirmed)",
+        choices=SETTLE_MODES,
+    ),
+    "outcome": FieldInfo(
+        str,
+        "AMQP 1.0 receivers: the outcome each delivery gets: accept, release (back to the "
+        "queue: delivered again) or reject",
+        choices=OUTCOMES,
     ),
     "queue_args": FieldInfo(dict, "queue arguments, e.g. x-max-length = 10000"),
     "queue_pattern": FieldInfo(str, "queue name pattern; %d is replaced by the queue number"),
@@ -284,6 +345,16 @@ class RunSpec:
     quorum_size: int = 0
     leader_locator: LeaderLocator = ""
     consumer_node: ConsumerNode = "spread"
+    protocol: Protocol = "amqp0.9.1"
+    stream_offset: str = "start"
+    stream_max_bytes: int = 0
+    stream_max_age: str = ""
+    stream_segment_bytes: int = 0
+    sub_entry_size: int = 1
+    compression: str = "none"
+    dedup: bool = False
+    settle_mode: str = "unsettled"
+    outcome: str = "accept"
     queue_args: Mapping[str, QueueArgValue] = field(default_factory=dict)
     queue_pattern: str = "flowdeck-%d"
     queue_pattern_from: int = 1
@@ -398,7 +469,60 @@ class RunSpec:
                     f"{self.exchange_type!r}; set exchange_type = {fixed_type}",
                 )
 
+    def _check_protocol(self) -> None:
+        stream_offset(self.stream_offset)  # SpecError when unreadable
+        if self.stream_max_age and not _MAX_AGE.fullmatch(self.stream_max_age):
+            raise SpecError(
+                "stream_max_age",
+                "stream_max_age must be a number and a unit of Y, M, D, h, m or s (e.g. 1h, 7D),"
+                f" got {self.stream_max_age!r}",
+            )
+        stream_only = ("stream_max_bytes", "stream_max_age", "stream_segment_bytes")
+        for name in stream_only:
+            if getattr(self, name) and self.queue_type != "stream":
+                raise SpecError(name, f"{name} applies to stream queues, not {self.queue_type}")
+        if self.protocol == "stream":
+            if self.queue_type != "stream":
+                raise SpecError(
+                    "protocol",
+                    "the stream protocol publishes to and reads from stream queues; set "
+                    f"queue_type = stream (got {self.queue_type})",
+                )
+            if self.exchange:
+                raise SpecError(
+                    "exchange", "the stream protocol publishes to the stream itself: no exchange"
+                )
+        elif self.sub_entry_size > 1 or self.compression != "none" or self.dedup:
+            name = (
+                "sub_entry_size"
+                if self.sub_entry_size > 1
+                else ("compression" if self.compression != "none" else "dedup")
+            )
+            raise SpecError(name, f"{name} applies to the stream protocol (protocol = stream)")
+        if self.compression != "none" and self.sub_entry_size < 2:
+            raise SpecError(
+                "compression", "compression applies to sub-entry batches: set sub_entry_size > 1"
+            )
+        if self.protocol == "amqp1.0" and self.queue_type == "stream":
+            raise SpecError(
+                "protocol",
+                "AMQP 1.0 runs here on classic and quorum queues (3.x's plugin has no stream "
+                "offsets); use protocol = stream or amqp0.9.1 for stream queues",
+            )
+        if self.settle_mode == "settled" and self.confirms:
+            raise SpecError(
+                "settle_mode",
+                "pre-settled messages are never confirmed: set confirms = false with "
+                "settle_mode = settled",
+            )
+        if self.protocol != "amqp1.0" and (
+            self.settle_mode != "unsettled" or self.outcome != "accept"
+        ):
+            name = "settle_mode" if self.settle_mode != "unsettled" else "outcome"
+            raise SpecError(name, f"{name} applies to AMQP 1.0 (protocol = amqp1.0)")
+
     def _check_combinations(self) -> None:
+        self._check_protocol()
         if self.queue_type == "stream" and self.auto_ack:
             raise SpecError(
                 "auto_ack",
@@ -738,6 +862,21 @@ class _FrozenArgs(dict[str, QueueArgValue]):
     pop = _refuse  # type: ignore[assignment]
     clear = _refuse
     setdefault = _refuse  # type: ignore[assignment]
+
+
+def stream_offset(text: str) -> tuple[str, int]:
+    """``stream_offset`` read: (kind, value) with kind one of start, first, last, next,
+    offset, timestamp (value 0 but for the last two). SpecError when unreadable."""
+    if text in STREAM_OFFSETS:
+        return text, 0
+    kind, _, value = text.partition(":")
+    if kind in ("offset", "timestamp") and value.isdigit():
+        return kind, int(value)
+    raise SpecError(
+        "stream_offset",
+        "stream_offset must be start, first, last, next, offset:N or timestamp:UNIX_SECONDS, "
+        f"got {text!r}",
+    )
 
 
 def spec_from_mapping(values: Mapping[str, Any], base: RunSpec | None = None) -> RunSpec:

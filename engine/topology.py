@@ -46,6 +46,12 @@ def queue_arguments(spec: RunSpec) -> dict[str, Any]:
         args["x-queue-type"] = spec.queue_type
     if spec.lazy:
         args["x-queue-mode"] = "lazy"
+    if spec.stream_max_bytes:
+        args["x-max-length-bytes"] = spec.stream_max_bytes
+    if spec.stream_max_age:
+        args["x-max-age"] = spec.stream_max_age
+    if spec.stream_segment_bytes:
+        args["x-stream-max-segment-size-bytes"] = spec.stream_segment_bytes
     if spec.quorum_size:
         args["x-quorum-initial-group-size"] = spec.quorum_size
     if spec.dead_letter_queue:  # the fanout exchange of its name (see declare)

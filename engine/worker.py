@@ -28,13 +28,13 @@ import random
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from datetime import UTC, datetime
 from typing import Any
 
 from flowdeck.collectors.client_names import client_connection_name
 from flowdeck.engine import latency as hdr
 from flowdeck.engine.amqp.connection import AmqpClosed, Connection, Tuning, connect
 from flowdeck.engine.change import Setting
+from flowdeck.engine.client_base import ClientConnection, ConsumerClient, PublisherClient
 from flowdeck.engine.commands import (
     ApplyChange,
     ChangeApplied,
@@ -50,6 +50,7 @@ from flowdeck.engine.consumer import Consumer, ConsumerTally, Handling
 from flowdeck.engine.errors import BrokerUnavailable
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
+from flowdeck.engine.protocols import Place, open_consumer, open_publisher
 from flowdeck.engine.publisher import Publisher
 from flowdeck.engine.samples import LatencySamples, fold
 from flowdeck.engine.sequences import SequenceSet
@@ -62,6 +63,7 @@ from flowdeck.engine.snapshot import (
     at_ns,
 )
 from flowdeck.engine.spec import settings_of
+from flowdeck.engine.stream.consumer import amqp_offset
 
 SNAPSHOT_INTERVAL = 1.0
 #: A worker that hears no Stop stops by itself this long after the run should have ended.
@@ -128,17 +130,17 @@ class _Worker:
         self.emit = emit
         spec = self.spec
         self.settings = settings_of(spec)
-        self.publishers: list[Publisher] = []
-        self.consumers: list[Consumer] = []
-        self.retired_publishers: list[Publisher] = []
-        self.retired_consumers: list[Consumer] = []
-        self.connections: dict[object, Connection] = {}  # client -> its connection
+        self.publishers: list[PublisherClient] = []
+        self.consumers: list[ConsumerClient] = []
+        self.retired_publishers: list[PublisherClient] = []
+        self.retired_consumers: list[ConsumerClient] = []
+        self.connections: dict[object, ClientConnection] = {}  # client -> its connection
         #: id(connection) -> the clients on it (one each, or a group's channels).
-        self._client_of: dict[int, list[Publisher | Consumer]] = {}
+        self._client_of: dict[int, list[PublisherClient | ConsumerClient]] = {}
         #: The connections groups of clients share (role, group) -> the connection opening
         #: or open (see ``_connect``).
         self._shared: dict[tuple[str, int], asyncio.Future[Connection]] = {}
-        self._recovering: dict[Publisher | Consumer, asyncio.Task[None]] = {}
+        self._recovering: dict[object, asyncio.Task[None]] = {}
         self._backoff: dict[Publisher | Consumer, tuple[float, float]] = {}  # delay, ok at
         self._outage_since: float | None = None
         self._outage_reason = ""
@@ -291,7 +293,8 @@ class _Worker:
         self.settings = self.settings.changed(poison=poison)
         self.handling.set(poison=poison)
         for publisher in self.publishers:
-            publisher.set_poison(poison)
+            if isinstance(publisher, Publisher):  # the mark is in AMQP 0.9.1's body
+                publisher.set_poison(poison)
 
     async def _apply_rate(self, value: float | None) -> None:
         rate = float(_needs(value))
@@ -407,9 +410,52 @@ class _Worker:
                 publisher.start()
         self._raise_shortfall(added, ids, "publishers")
 
-    async def _new_publisher(self, publisher_id: int) -> Publisher:
+    def _place(self, role: str, client_id: int) -> Place:
+        """Where a client of a protocol other than AMQP 0.9.1 connects (its first node)."""
+        uris = self.assignment.uris
+        order = node_order(role, client_id, len(uris))
+        name = client_connection_name(
+            self.spec.name,
+            self.assignment.run_tag,
+            self.index,
+            "publisher" if role == "publisher" else "consumer",
+            client_id,
+        )
+
+        def lost(reason: str) -> None:
+            if not self.stopping:
+                self._error(
+                    f"{role} {client_id}: {reason}; {self.spec.protocol} clients do not reconnect"
+                )
+
+        return Place(
+            uri=uris[order[0]],
+            name=name,
+            stream_port=self.assignment.stream_port,
+            start_at=self.assignment.start_at,
+            run_start_ns=self.run_start_ns,
+            on_lost=lost,
+        )
+
+    async def _new_publisher(self, publisher_id: int) -> PublisherClient:
         spec = self.spec
         queue = spec.queue_name(publisher_id % spec.queues)
+        if spec.protocol != "amqp0.9.1":
+            link = await open_publisher(
+                spec,
+                self._place("publisher", publisher_id),
+                publisher_id=publisher_id,
+                queue=queue,
+                inflight=self.settings.inflight,
+                rate=self.settings.rate,
+                first_sequence=self.next_sequence.get(publisher_id, 0),
+                confirm_latency=self.confirm_latency,
+                run_tag=self.assignment.run_tag,
+            )
+            if self.settings.paused:
+                link.pause()
+            self._attach(link, link.connection)
+            return link
         connection = await self._connect("publisher", publisher_id)
         try:
             channel = await self._publishing_channel(connection)
@@ -447,7 +493,9 @@ class _Worker:
             await channel.confirm_select()
         return channel
 
-    def _attach(self, client: Publisher | Consumer, connection: Connection) -> None:
+    def _attach(
+        self, client: PublisherClient | ConsumerClient, connection: ClientConnection
+    ) -> None:
         old = self.connections.get(client)
         if old is not None:
             self._detach(client, old)
@@ -455,7 +503,9 @@ class _Worker:
         self.connections[client] = connection
         self._client_of.setdefault(id(connection), []).append(client)
 
-    def _detach(self, client: Publisher | Consumer, connection: Connection) -> bool:
+    def _detach(
+        self, client: PublisherClient | ConsumerClient, connection: ClientConnection
+    ) -> bool:
         """Take ``client`` off ``connection``; whether no client is left on it."""
         clients = self._client_of.get(id(connection), [])
         if client in clients:
@@ -465,7 +515,7 @@ class _Worker:
             return True
         return False
 
-    def _open_connections(self) -> list[Connection]:
+    def _open_connections(self) -> list[ClientConnection]:
         """Every connection of the worker's clients, each once."""
         return list({id(c): c for c in self.connections.values()}.values())
 
@@ -482,14 +532,29 @@ class _Worker:
         self.consumers.extend(added)
         self._raise_shortfall(added, ids, "consumers")
 
-    async def _new_consumer(self, consumer_id: int) -> Consumer:
+    async def _new_consumer(self, consumer_id: int) -> ConsumerClient:
         spec = self.spec
         queue = spec.queue_name(consumer_id % spec.queues)
+        latency = self.e2e_latency.setdefault(queue, LatencySamples())
+        if spec.protocol != "amqp0.9.1":
+            link = await open_consumer(
+                spec,
+                self._place("consumer", consumer_id),
+                consumer_id=consumer_id,
+                queue=queue,
+                prefetch=self.settings.prefetch,
+                ack_every=self.settings.ack_every,
+                tally=self.tally,
+                latency=latency,
+            )
+            self._attach(link, link.connection)
+            return link
         arguments: dict[str, Any] | None = None
         if spec.queue_type == "stream":
-            # From the run's start: earlier messages in the stream are not this run's.
-            start = datetime.fromtimestamp(int(self.assignment.start_at) - 1, tz=UTC)
-            arguments = {"x-stream-offset": start}
+            # From the run's start by default: earlier messages are not this run's.
+            arguments = {
+                "x-stream-offset": amqp_offset(spec.stream_offset, self.assignment.start_at)
+            }
         connection = await self._connect("consumer", consumer_id)
         consumer = Consumer(
             consumer_id=consumer_id,
@@ -500,9 +565,10 @@ class _Worker:
             auto_ack=spec.auto_ack,
             arguments=arguments,
             tally=self.tally,
-            latency=self.e2e_latency.setdefault(queue, LatencySamples()),
+            latency=latency,
             run_start_ns=self.run_start_ns,
             handling=self.handling,
+            stream=spec.queue_type == "stream",
         )
         try:
             await consumer.start()
@@ -579,7 +645,7 @@ class _Worker:
                 f"opened {len(added)} of {len(ids)} new {role}, the broker took no more: {failure}"
             )
 
-    async def _close_client(self, client: Publisher | Consumer) -> None:
+    async def _close_client(self, client: PublisherClient | ConsumerClient) -> None:
         task = self._recovering.pop(client, None)
         if task is not None:
             task.cancel()
@@ -635,7 +701,7 @@ class _Worker:
             now = time.monotonic()
             if self.dead_tally.consumed != last:
                 last, quiet_since = self.dead_tally.consumed, now
-            elif now - quiet_since >= 0.5 and await self._queues_empty(
+            elif now - quiet_since >= 0.5 and await self._none_ready(
                 consumer.connection, [consumer.queue]
             ):
                 return
@@ -652,7 +718,6 @@ class _Worker:
             return
         deadline = time.monotonic() + drain_seconds
         queues = sorted({c.queue for c in live})
-        probe_connection = live[0].connection
         quiet_needed = 1.0 if self.spec.queue_type == "stream" else 0.3
         last_consumed = self.tally.consumed
         quiet_since = time.monotonic()
@@ -667,12 +732,26 @@ class _Worker:
                 continue
             if now - quiet_since < quiet_needed:
                 continue
-            if self.spec.queue_type == "stream" or await self._queues_empty(
-                probe_connection, queues
-            ):
+            if self.spec.queue_type == "stream" or await self._queues_empty(queues):
                 return
 
-    async def _queues_empty(self, connection: Connection, queues: list[str]) -> bool:
+    async def _queues_empty(self, queues: list[str]) -> bool:
+        """No ready message left in ``queues``, as an AMQP 0.9.1 channel (a consumer's, or a
+        connection of its own for the other protocols' consumers) reads them."""
+        own: Connection | None = None
+        connection = next((c.connection for c in self.consumers if isinstance(c, Consumer)), None)
+        if connection is None:
+            try:
+                connection = own = await connect(self.assignment.uris[0], "flowdeck-drain-check")
+            except BrokerUnavailable:
+                return True
+        try:
+            return await self._none_ready(connection, queues)
+        finally:
+            if own is not None:
+                await own.close("drain check")
+
+    async def _none_ready(self, connection: Connection, queues: list[str]) -> bool:
         try:
             channel = await connection.channel()
             try:
@@ -710,6 +789,7 @@ class _Worker:
             active=self._active_times(),
             discarded=_ranges(self.tally.discarded),
             dead_lettered=_ranges(self.dead_tally.sequences),
+            replayed=self.tally.replayed,
         )
 
     def _active_times(self) -> ActiveTimes:
@@ -846,8 +926,10 @@ class _Worker:
             self._client_lost(client, connection, reason)
 
     def _client_lost(
-        self, client: Publisher | Consumer, connection: Connection, reason: AmqpClosed
+        self, client: PublisherClient | ConsumerClient, connection: Connection, reason: AmqpClosed
     ) -> None:
+        if not isinstance(client, Publisher | Consumer):
+            return  # the other protocols' clients do not reconnect
         if self.stopping or self.connections.get(client) is not connection:
             return  # a client being removed, or the run is over
         if self._outage_since is None:
@@ -926,6 +1008,7 @@ class _Worker:
                     reconnected = True
                     self._connection_back()
                 connection = self.connections[client]
+                assert isinstance(connection, Connection)  # only AMQP 0.9.1 clients recover
                 try:
                     if isinstance(client, Publisher):
                         channel = await self._publishing_channel(connection)

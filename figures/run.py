@@ -42,6 +42,7 @@ from flowdeck.figures.sweep import (
     ranked_throughput,
     recommend,
 )
+from flowdeck.figures.trend import recent, slope
 from flowdeck.figures.verdict import PhaseLoad, Verdict, judge
 
 Row = dict[str, Any]
@@ -99,6 +100,10 @@ class RunInputs:
     #: End-to-end latency from the actual send per (phase index, queue): bucket counts as
     #: ``latency``'s (sessions of format 1.7 on; none before).
     queue_latency: Mapping[tuple[int, str], Mapping[int, int]] = field(default_factory=dict)
+    #: The run's queues are streams: a stream keeps what it delivered, so the broker's count
+    #: of its messages is the log retained, not a backlog; the depth a verdict judges is the
+    #: consumers' lag (published less consumed, from the clients' counts) instead.
+    stream: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -345,6 +350,9 @@ def run_figures(inputs: RunInputs, max_p99_ms: float | None = None) -> RunFigure
         if sum(counts.values()) > 0:
             queues.setdefault(phase_index, {})[queue] = _row(counts)
     fan_out = fan_out_of(whole_row)
+    if inputs.stream:
+        lag = consumer_lag(inputs.client_rows, start_us, phases, fan_out)
+        broker = {i: {**broker.get(i, {}), **row} for i, row in lag.items()}
     # An unfinished run ends where its data ends.
     last_second = max((row["sec"] for row in seconds), default=-1)
     data_end_us = start_us + (last_second + 1) * 1_000_000
@@ -435,6 +443,35 @@ def _drain_reason(phase: Phase, start_us: int, c: Row) -> str:
         f"the drain: publishing stopped at {at:.1f} s and consumers take what is left"
         f"{rate}; no target, not judged, not part of any sweep"
     )
+
+
+def consumer_lag(
+    client_rows: Sequence[Row], start_us: int, phases: Sequence[Phase], fan_out: int
+) -> dict[int, Row]:
+    """Per phase, the consumers' lag behind the publishers (messages published and not yet
+    consumed, each consumed ``fan_out`` times) as the verdict's depth: at its first and
+    last client row, its largest, its slope and recent slope (msg/s)."""
+    published = consumed = 0
+    points: list[tuple[int, float]] = []
+    for row in sorted(client_rows, key=lambda r: r["t_us"]):
+        published += int(row.get("published") or 0)
+        consumed += int(row.get("consumed") or 0)
+        points.append((row["t_us"], published - consumed / fan_out))
+    out: dict[int, Row] = {}
+    for phase in phases:
+        mine = [
+            ((t - start_us) / 1e6, lag) for t, lag in points if phase.start_us <= t < phase.end_us
+        ]
+        if not mine:
+            continue
+        out[phase.index] = {
+            "depth_start": mine[0][1],
+            "depth_end": mine[-1][1],
+            "depth_max": max(lag for _, lag in mine),
+            "depth_slope": slope(mine),
+            "depth_recent_slope": slope(recent(mine)),
+        }
+    return out
 
 
 def phase_load(c: Row, b: Row, fan_out: int = 1) -> PhaseLoad:

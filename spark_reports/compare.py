@@ -32,6 +32,7 @@ from flowdeck.spark_reports.tables import Cell, Table
 
 #: Spec fields that tell runs of one benchmark apart, in the order a name lists them.
 DIFFERING_FIELDS: tuple[tuple[str, str], ...] = (
+    ("protocol", "protocol"),
     ("queue_type", "queue"),
     ("confirms", "confirms"),
     ("queues", "queues"),
@@ -44,10 +45,10 @@ DIFFERING_FIELDS: tuple[tuple[str, str], ...] = (
 
 
 def differing_fields(all_figures: Sequence[SessionFigures]) -> list[tuple[str, str]]:
-    """The spec fields that tell runs apart: the queue type and confirms, then every
+    """The spec fields that tell runs apart: the protocol, queue type and confirms, then every
     setting the runs recorded (as their manifests list them), then the rest."""
     settings = list(dict.fromkeys(s.name for f in all_figures for s in f.session.manifest.settings))
-    return [*DIFFERING_FIELDS[:2], *((n, setting_word(n)) for n in settings), *DIFFERING_FIELDS[2:]]
+    return [*DIFFERING_FIELDS[:3], *((n, setting_word(n)) for n in settings), *DIFFERING_FIELDS[3:]]
 
 
 #: What makes two runs the same benchmark: the load they put on the broker. Settings,

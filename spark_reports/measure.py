@@ -309,6 +309,7 @@ def measure(
                 settings=[setting.name for setting in session.manifest.settings],
                 sweep_settings=[s.name for s in session.manifest.settings if s.sweep],
                 queue_latency=queue_latency.get(session.key, {}),
+                stream=session.manifest.spec.get("queue_type") == "stream",
             ),
             max_p99_ms,
         )

@@ -34,7 +34,12 @@ run had (the registry's rows, added ones too), each a client-table column; a ses
 before it has the six of :data:`SETTINGS_BEFORE_1_6`. 1.7 the ``queue_latency`` table:
 end-to-end latency from the actual send per queue consumed from (empty before). 1.8 the
 client table's ``rejected``, ``requeued`` and ``dead_lettered`` counts (consumers that
-reject, the run's dead-letter queue), null before.
+reject, the run's dead-letter queue), null before. 1.9 the
+clients' wire protocol and its settings in the manifest's spec (``protocol``,
+``stream_offset``, the stream retention fields, ``sub_entry_size``, ``compression``,
+``dedup``, ``settle_mode``, ``outcome``; a session before has none: AMQP 0.9.1) and the
+summary's ``replayed`` (stream messages read again: by another consumer or from an offset;
+0 before).
 This module imports only pyarrow, the standard library and the collectors' bounded file
 reader (``collectors.untrusted``: a manifest linked to /dev/zero is one unreadable session,
 not the end of a listing): the Spark report job may use it and nothing else of flowdeck.
@@ -54,7 +59,7 @@ import pyarrow.parquet as pq
 
 from flowdeck.collectors import MANIFEST_LIMIT, UnreadableFile, read_file_json
 
-SCHEMA_VERSION = "1.8"
+SCHEMA_VERSION = "1.9"
 SCHEMA_MAJOR = 1
 
 MANIFEST = "manifest.json"

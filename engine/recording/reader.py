@@ -200,6 +200,7 @@ class Session:
                 summary=self.manifest.summary,
                 settings=[setting.name for setting in self.manifest.settings],
                 sweep_settings=[s.name for s in self.manifest.settings if s.sweep],
+                stream=self.manifest.spec.get("queue_type") == "stream",
             ),
             max_p99_ms,
         )

@@ -28,7 +28,11 @@ WHERE running >= GREATEST(1, FLOOR({q} * total + 0.5))
 
 def spark_figures(spark: Any, session_dir: Path) -> dict[str, Any]:
     client = spark.read.parquet(str(session_dir / fmt.CLIENT_DIR))
-    totals = client.selectExpr(*(f"SUM({name}) AS {name}" for name in COUNTER_COLUMNS)).first()
+    # A counter added after the session's format is absent from its files: the reader
+    # counts it 0, and so does this.
+    summed = [name for name in COUNTER_COLUMNS if name in client.columns]
+    row = client.selectExpr(*(f"SUM({name}) AS {name}" for name in summed)).first()
+    totals = {name: row[name] if name in summed else 0 for name in COUNTER_COLUMNS}
     per_second = [
         (row["second"], row["published"])
         for row in client.selectExpr("CAST(FLOOR(elapsed_s) AS BIGINT) AS second", "published")
@@ -45,7 +49,7 @@ def spark_figures(spark: Any, session_dir: Path) -> dict[str, Any]:
             sql = PERCENTILE_SQL.format(kind=kind.value, basis=basis.value, q=q)
             percentiles[(kind.value, basis.value, q)] = spark.sql(sql).first()["value_us"]
     return {
-        "totals": {name: totals[name] for name in COUNTER_COLUMNS},
+        "totals": totals,
         "per_second": per_second,
         "percentiles": percentiles,
     }

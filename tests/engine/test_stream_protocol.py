@@ -1,0 +1,120 @@
+"""A run over RabbitMQ's stream protocol on a private node (rabbitmq_stream on).
+
+Two publishers at full speed into one stream, the confirm window (in-flight) and the
+consumer's credit (prefetch) steered while the run goes, then a second consumer added that
+reads the stream from its first offset. What is checked: the window in force is what the
+clients' pending confirms show (never more than the new window after the change, more than
+it before), the credit in force is what the broker reports of the subscription, nothing
+confirmed is lost, and the second consumer's reading of what the first already read counts
+as replayed, not as duplicates.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from flowdeck.collectors import Broker, LocalBroker
+from flowdeck.engine.controller import Controller
+from flowdeck.engine.run_recording import RunRecording
+from flowdeck.engine.spec import RunSpec, parse_schedule
+from tests.engine.updates import collect_updates
+from tests.private_nodes import PrivateNodes
+
+pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+@pytest.fixture(scope="module")
+def node(private_broker: PrivateNodes) -> Iterator[LocalBroker]:
+    node = private_broker()
+    yield node
+    private_broker.discard(node)
+
+
+async def _credits(node: LocalBroker, seen: list[tuple[float, int]], stop: asyncio.Event) -> None:
+    """The broker's credit of each stream subscription, twice a second, until ``stop``."""
+    loop = asyncio.get_running_loop()
+    async with httpx.AsyncClient(auth=("guest", "guest"), timeout=5) as http:
+        while not stop.is_set():
+            answer = await http.get(f"{node.management_url}/api/stream/consumers")
+            if answer.status_code == 200:
+                for consumer in answer.json():
+                    seen.append((loop.time(), int(consumer.get("credits", -1))))
+            await asyncio.sleep(0.5)
+
+
+async def test_stream_protocol_run_steered_live_loses_nothing_and_counts_replays(
+    node: LocalBroker, tmp_path: Path, unique_name: str
+) -> None:
+    spec = RunSpec(
+        name="stream-protocol",
+        protocol="stream",
+        queue_type="stream",
+        queue_pattern=f"{unique_name}-%d",
+        publishers=2,
+        consumers=1,
+        rate=0,  # full speed: the window alone holds the publishers back
+        inflight=50,
+        prefetch=2,
+        stream_offset="first",
+        message_size=200,
+        duration=15,
+        workers=0,
+        schedule=parse_schedule(
+            [
+                {"at": 5, "change": "inflight=7"},
+                {"at": 5, "change": "prefetch=5"},
+                {"at": 10, "change": "consumers=2"},
+            ]
+        ),
+    )
+    controller = Controller(
+        spec,
+        broker=Broker.parse(node.uri, management_url=node.management_url),
+        recording=RunRecording(tmp_path),
+        drain_seconds=20,
+    )
+    _events, ticks = collect_updates(controller)
+    credits: list[tuple[float, int]] = []
+    stop = asyncio.Event()
+    await controller.start()
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    watching = asyncio.create_task(_credits(node, credits, stop))
+    summary = await asyncio.wait_for(controller.wait(), spec.duration + 120)
+    stop.set()
+    await watching
+
+    safety = summary.safety
+    assert safety.published > 1000
+    assert safety.confirmed == safety.published
+    assert safety.lost == 0
+    assert safety.duplicates == 0
+    # The second consumer read from the first offset what the first had already read.
+    read_before = max(t.totals.consumed for t in ticks if t.elapsed < 10)
+    assert safety.replayed >= read_before > 0
+
+    # The window: the clients' unconfirmed messages never above the window in force.
+    before = [t.pending_confirms for t in ticks if 1 <= t.elapsed < 5]
+    after = [t.pending_confirms for t in ticks if 6 <= t.elapsed < 15]
+    assert max(after) <= 2 * 7
+    assert max(before) > 2 * 7
+    assert {t.settings.inflight for t in ticks if 6 <= t.elapsed < 15} == {7}
+
+    # The credit: the broker's count of a subscription's credits left, all of them while
+    # the consumer is idle (before publishing, and once it caught up in the drain): the
+    # prefetch in force. At full speed they are all in use (0).
+    early = [c for at, c in credits if at - began < 4.5]
+    late = [c for at, c in credits if at - began >= spec.duration]
+    assert early and late
+    assert max(early) == 2
+    assert max(late) == 5
+    print(
+        f"\nstream protocol: published {safety.published:,}, consumed {safety.consumed:,}, "
+        f"replayed {safety.replayed:,}, lost {safety.lost}; pending before {max(before)} "
+        f"after {max(after)}; broker credits before {max(early)} after {max(late)}"
+    )
