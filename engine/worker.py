@@ -117,6 +117,17 @@ def node_order(
     return [*others, leader] if consumer_node == "off-leader" else [leader, *others]
 
 
+def owed(publishers: Sequence[Publisher], consumed: int, *, confirms: bool, workers: int) -> int:
+    """Messages a run's only worker still expects its consumers to take: what the broker
+    took from its publishers (confirmed, with confirms; else published), less what came
+    back unroutable, less what its consumers took. 0 with more workers: a publisher's
+    messages may go to another worker's consumers."""
+    if workers != 1:
+        return 0
+    taken = sum((p.confirmed if confirms else p.published) - p.returned for p in publishers)
+    return max(0, taken - consumed)
+
+
 class _Worker:
     def __init__(self, assignment: WorkerAssignment, emit: Callable[[WorkerMessage], None]) -> None:
         self.assignment = assignment
@@ -498,7 +509,10 @@ class _Worker:
 
         Drained = every consumed queue reports no ready message and no delivery came for a
         moment (prefetched messages still arriving); stream queues never empty, so for them
-        only the quiet moment counts.
+        only the quiet moment counts. A run of one worker also waits until its consumers
+        have taken as many messages as the broker took from its publishers (a queue's ready
+        count leaves out the messages on their way to consumers: a quorum queue's drain
+        ended with 1,757 of them, and ``--cleanup`` deleted them as lost).
         """
         live = [c for c in self.consumers if c.error is None]
         if not live or drain_seconds <= 0:
@@ -519,6 +533,9 @@ class _Worker:
                 quiet_since = now
                 continue
             if now - quiet_since < quiet_needed:
+                continue
+            if owed(self.publishers + self.retired_publishers, self.tally.consumed,
+                    confirms=self.spec.confirms, workers=self.assignment.workers):  # fmt: skip
                 continue
             if self.spec.queue_type == "stream" or await self._queues_empty(
                 probe_connection, queues
