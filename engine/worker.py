@@ -122,6 +122,19 @@ def node_order(
     return [*others, leader] if consumer_node == "off-leader" else [leader, *others]
 
 
+def owed(
+    publishers: Sequence[PublisherClient], settled: int, *, confirms: bool, workers: int
+) -> int:
+    """Messages a run's only worker still expects its consumers to take: what the broker
+    took from its publishers (confirmed, with confirms; else published), less what came
+    back unroutable, less what its consumers settled (took, or rejected for good). 0 with
+    more workers: a publisher's messages may go to another worker's consumers."""
+    if workers != 1:
+        return 0
+    taken = sum((p.confirmed if confirms else p.published) - p.returned for p in publishers)
+    return max(0, taken - settled)
+
+
 class _Worker:
     def __init__(self, assignment: WorkerAssignment, emit: Callable[[WorkerMessage], None]) -> None:
         self.assignment = assignment
@@ -711,7 +724,10 @@ class _Worker:
 
         Drained = every consumed queue reports no ready message and no delivery came for a
         moment (prefetched messages still arriving); stream queues never empty, so for them
-        only the quiet moment counts.
+        only the quiet moment counts. A run of one worker also waits until its consumers
+        have taken as many messages as the broker took from its publishers (a queue's ready
+        count leaves out the messages on their way to consumers: a quorum queue's drain
+        ended with 1,757 of them, and ``--cleanup`` deleted them as lost).
         """
         live = [c for c in self.consumers if c.error is None]
         if not live or drain_seconds <= 0:
@@ -731,6 +747,10 @@ class _Worker:
                 quiet_since = now
                 continue
             if now - quiet_since < quiet_needed:
+                continue
+            settled = self.tally.consumed + sum(len(s) for s in self.tally.discarded.values())
+            if owed(self.publishers + self.retired_publishers, settled,
+                    confirms=self.spec.confirms, workers=self.assignment.workers):  # fmt: skip
                 continue
             if self.spec.queue_type == "stream" or await self._queues_empty(queues):
                 return

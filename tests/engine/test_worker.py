@@ -379,3 +379,23 @@ async def test_worker_stops_by_itself_without_a_stop(shared_uri: str, unique_nam
     finally:
         await channel.queue_delete(spec.queue_name(0))
         await connection.close()
+
+
+def test_a_single_worker_drains_until_its_consumers_took_what_the_broker_took() -> None:
+    """The seed redo's quorum sweep drained 1.3 s: consumers quiet for 0.3 s and the
+    queues' ready count 0, while 1,757 confirmed messages were still on their way to the
+    consumers; --cleanup deleted them and the run reported them lost."""
+    from types import SimpleNamespace
+
+    from flowdeck.engine.worker import owed
+
+    publishers = [SimpleNamespace(confirmed=644_265, published=644_300, returned=0),
+                  SimpleNamespace(confirmed=644_265, published=644_265, returned=0)]  # fmt: skip
+    args = {"confirms": True, "workers": 1}
+    assert owed(publishers, 1_286_773, **args) == 1_757  # type: ignore[arg-type]
+    assert owed(publishers, 1_288_530, **args) == 0  # type: ignore[arg-type]
+    # without confirms: what was published; unroutable returns are owed to no one
+    publishers[0].returned = 35
+    assert owed(publishers, 1_288_530, confirms=False, workers=1) == 0  # type: ignore[arg-type]
+    # several workers: a publisher's messages may reach another worker's consumers
+    assert owed(publishers, 0, confirms=True, workers=2) == 0  # type: ignore[arg-type]
