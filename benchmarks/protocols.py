@@ -85,7 +85,7 @@ async def one(node: LocalBroker, fields: dict[str, Any], seconds: float) -> Figu
     )
     declared = await topology.declare(spec, node.uri)
     marks: list[tuple[float, float, int, float]] = []
-    broker = node.beam_pid
+    broker = node.beam_pid()
 
     def emit(message: WorkerMessage) -> None:
         if isinstance(message, ClientSnapshot):

@@ -403,6 +403,38 @@ class ManagementCollector:
             and (port := _number(item.get("port"))) is not None
         }
 
+    async def stream_figures(self, queues: Sequence[str]) -> dict[str, int]:
+        """What the stream plugin's management says of ``queues`` (streams) in this vhost:
+        its connections, the consumers and their offset lag summed, the publishers and their
+        published, confirmed and errored messages. Raises :class:`ManagementAnswerError`
+        (a 404 when ``rabbitmq_stream_management`` is off)."""
+        wanted = set(queues)
+
+        def ours(item: Any) -> bool:
+            queue = item.get("queue") if isinstance(item, Mapping) else None
+            return (
+                isinstance(queue, Mapping)
+                and queue.get("vhost") == self.vhost
+                and queue.get("name") in wanted
+            )
+
+        connections = await self._get_json("/api/stream/connections")
+        consumers = [c for c in await self._get_json("/api/stream/consumers") if ours(c)]
+        publishers = [p for p in await self._get_json("/api/stream/publishers") if ours(p)]
+
+        def total(items: list[Any], key: str) -> int:
+            return sum(_number(item.get(key)) or 0 for item in items)
+
+        return {
+            "stream_connections": len(connections) if isinstance(connections, list) else 0,
+            "consumers": len(consumers),
+            "offset_lag": total(consumers, "offset_lag"),
+            "publishers": len(publishers),
+            "published": total(publishers, "published"),
+            "confirmed": total(publishers, "confirmed"),
+            "errored": total(publishers, "errored"),
+        }
+
     # -- policies ------------------------------------------------------------------------
 
     async def set_policy(self, name: str, body: Mapping[str, Any]) -> None:

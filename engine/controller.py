@@ -843,6 +843,25 @@ class Controller:
 
     # -- the end -------------------------------------------------------------------------------
 
+    async def _stream_figures(self) -> None:
+        """Say what the broker's stream plugin counts of the run's streams as publishing
+        stops, its consumers still reading (an event; nothing when it cannot say)."""
+        try:
+            found = await asyncio.wait_for(self._sources.stream_figures(), 5)
+        except (TimeoutError, FlowdeckError):
+            found = None
+        if found is None:
+            return
+        self._event(
+            EventKind.INFO,
+            f"the broker's stream figures as publishing stopped: {found['stream_connections']} "
+            f"stream protocol connection(s); {found['consumers']} stream consumer(s), offset lag "
+            f"{found['offset_lag']:,} in all; {found['publishers']} stream publisher(s): "
+            f"{found['published']:,} published, {found['confirmed']:,} confirmed, "
+            f"{found['errored']:,} errored",
+            detail=dict(found),
+        )
+
     def _begin_finish(self, outcome: str, reason: str) -> None:
         if self._finishing is None:
             self._state = "stopping"
@@ -859,6 +878,8 @@ class Controller:
             at=self._load_ended_at,
             detail={"drain_seconds": self._drain_seconds},
         )
+        if self.spec.queue_type == "stream":
+            await self._stream_figures()
         for worker in sorted(self._alive):
             self._hosts[worker].send(Stop(self._drain_seconds))
         deadline = self._drain_seconds + REPORT_GRACE

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from flowdeck.engine.client_base import ConsumerClient, PublisherClient
 from flowdeck.engine.consumer import ConsumerTally
+from flowdeck.engine.errors import BrokerUnavailable
 from flowdeck.engine.samples import LatencySamples
 from flowdeck.engine.spec import RunSpec
 
@@ -102,8 +103,6 @@ async def open_publisher(
             id_base = await StreamPublisher.declare(client, queue, reference)
         except Exception as exc:
             await connection.close()
-            from flowdeck.engine.errors import BrokerUnavailable
-
             raise BrokerUnavailable(
                 f"publisher {publisher_id} could not publish to stream {queue!r}: {exc}"
             ) from None
@@ -181,8 +180,6 @@ async def open_consumer(
             await stream_consumer.start()
         except Exception as exc:
             await connection.close()
-            from flowdeck.engine.errors import BrokerUnavailable
-
             raise BrokerUnavailable(
                 f"consumer {consumer_id} could not read stream {queue!r}: {exc}"
             ) from None

@@ -363,6 +363,15 @@ class BrokerSources:
             )
         return min(ports)
 
+    async def stream_figures(self) -> dict[str, int] | None:
+        """The stream plugin's figures of the run's streams (management API); None when they
+        cannot be read."""
+        api = await self._management_client()
+        try:
+            return await api.stream_figures(self.spec.queue_names)
+        except (ManagementAnswerError, SourceError, TypeError, AttributeError):
+            return None
+
     async def queue_leaders(self) -> dict[str, tuple[str, int]]:
         """Per queue of the run, its leader's node name and which of the run's node URIs
         reaches it (by position), from the management API, for consumers placed by their

@@ -86,6 +86,9 @@ class SourcesThread:
     async def queue_leaders(self) -> dict[str, tuple[str, int]]:
         return await self._call(self._sources.queue_leaders())
 
+    async def stream_figures(self) -> dict[str, int] | None:
+        return await self._call(self._sources.stream_figures())
+
     async def stream_port(self) -> int:
         return await self._call(self._sources.stream_port())
 

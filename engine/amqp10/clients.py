@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import struct
+from typing import Any
 
+import cproton
 from proton import Delivery, Event, Link
 
 from flowdeck.engine.amqp.frames import BODY_FIELDS, SEND_FIELDS
@@ -42,7 +44,7 @@ def encode_message(body: bytes, durable: bool) -> tuple[bytes, int]:
     return header + data + body, len(header) + len(data)
 
 
-def body_offset(message: bytes) -> tuple[int, int]:
+def body_offset(message: bytes | bytearray) -> tuple[int, int]:
     """Where the data section's bytes start in an encoded ``message``, and how many;
     (0, 0) when it has none."""
     at = message.find(_DATA)
@@ -134,6 +136,7 @@ class Amqp10Sender(PacedPublisher):
         self._fields_at = start + 4
         self._retry: asyncio.TimerHandle | None = None
         amqp.handler = self.on_event
+        amqp.on_delivery = self.on_delivery
         amqp.after_events = self.on_read_done
 
     @property
@@ -184,6 +187,15 @@ class Amqp10Sender(PacedPublisher):
         elif kind == Event.LINK_REMOTE_CLOSE or kind == Event.CONNECTION_REMOTE_CLOSE:
             self.lost(f"the broker closed the link: {remote_error(event.link or event.connection)}")
 
+    def on_delivery(self, delivery: Any) -> None:
+        """The broker's outcome of a delivery (the engine's own object: the hot path)."""
+        state = cproton.pn_delivery_remote_state(delivery)
+        if not state:
+            return
+        tag = int(cproton.pn_delivery_tag(delivery))
+        self._resolve(tag, False, acked=state == cproton.PN_ACCEPTED)
+        cproton.pn_delivery_settle(delivery)
+
     def lost(self, reason: str) -> None:
         if self.error is None:
             self.error = reason
@@ -219,7 +231,10 @@ class Amqp10Receiver:
         self.run_start_ns = run_start_ns
         self.consumed = 0
         self.error: str | None = None
+        self._link = link._impl
+        self._outcome = int(self.outcome)
         amqp.handler = self.on_event
+        amqp.on_delivery = self.on_delivery
         amqp.after_events = self._top_up
 
     @property
@@ -261,6 +276,21 @@ class Amqp10Receiver:
             self.error = (
                 f"the broker closed the link: {remote_error(event.link or event.connection)}"
             )
+
+    def on_delivery(self, delivery: Any) -> None:
+        """One delivery (the engine's own object: the hot path): read, count, settle."""
+        if not cproton.pn_delivery_readable(delivery) or cproton.pn_delivery_partial(delivery):
+            return
+        _, message = cproton.pn_link_recv(self._link, cproton.pn_delivery_pending(delivery))
+        cproton.pn_link_advance(self._link)
+        tally = self.tally
+        self.consumed += 1
+        tally.consumed += 1
+        start, size = body_offset(message)
+        tally.record(message, start, size, self.run_start_ns, self.latency)
+        cproton.pn_delivery_update(delivery, self._outcome)
+        cproton.pn_delivery_settle(delivery)
+        self.amqp.flush_soon()
 
     async def set_prefetch(self, prefetch: int) -> None:
         """Top the link credit up to ``prefetch`` from now on (a lower one: the credit

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import cproton
 from proton import Collector, Connection, Event, Transport
 
 from flowdeck.engine.amqp.connection import parse_uri
@@ -54,6 +55,9 @@ class Amqp10Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.handler: Handler = lambda event: None
         self.on_lost: Callable[[str], None] = lambda reason: None
+        #: Told of each delivery event with the engine's own delivery (``pn_delivery_t``):
+        #: the hot path, without proton's per-event Python objects (None: as any event).
+        self.on_delivery: Callable[[Any], None] | None = None
         #: Told after each batch of events (a publisher pumps then).
         self.after_events: Callable[[], None] = lambda: None
         self._flush_soon = False
@@ -99,11 +103,16 @@ class Amqp10Connection(asyncio.Protocol):
 
     def process(self) -> None:
         """Handle every event the engine has."""
-        collector = self.collector
-        handler = self.handler
-        while (event := collector.peek()) is not None:
-            handler(event)
-            collector.pop()
+        impl = self.collector._impl
+        handler, on_delivery = self.handler, self.on_delivery
+        peek, pop, isnull = cproton.pn_collector_peek, cproton.pn_collector_pop, cproton.isnull
+        kind_of, delivery_of = cproton.pn_event_type, cproton.pn_event_delivery
+        while not isnull(raw := peek(impl)):
+            if on_delivery is not None and kind_of(raw) == cproton.PN_DELIVERY:
+                on_delivery(delivery_of(raw))
+            else:
+                handler(Event.wrap(raw))  # type: ignore[no-untyped-call]
+            pop(impl)
         self.after_events()
 
     def flush(self) -> None:
