@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import time
 from array import array
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Protocol
 
 from flowdeck.engine.pacer import Pacer, spread_phase
@@ -28,6 +30,21 @@ MAX_BATCH = 1000
 MIN_SLEEP = 0.001
 #: Confirmed send times are dropped from the front of the arrays in chunks this big.
 _TRIM_EVERY = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """Where one client connects and what it is called."""
+
+    uri: str
+    name: str
+    #: The broker's stream protocol port (protocol = stream).
+    stream_port: int
+    #: The run's common start (unix seconds).
+    start_at: float
+    run_start_ns: int
+    #: Told, with why, when the client's connection is lost.
+    on_lost: Callable[[str], None]
 
 
 class ClientConnection(Protocol):

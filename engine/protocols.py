@@ -19,10 +19,7 @@ What the protocols' settings mean:
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
-
-from flowdeck.engine.client_base import ConsumerClient, PublisherClient
+from flowdeck.engine.client_base import ConsumerClient, Place, PublisherClient
 from flowdeck.engine.consumer import ConsumerTally
 from flowdeck.engine.errors import BrokerUnavailable
 from flowdeck.engine.samples import LatencySamples
@@ -55,21 +52,6 @@ def protocol_line(spec: RunSpec) -> str:
         f"delivery): in-flight is each sender's unsettled window, prefetch each receiver's link "
         f"credit. {AMQP10_NOTE}"
     )
-
-
-@dataclass(frozen=True, slots=True)
-class Place:
-    """Where one client connects and what it is called."""
-
-    uri: str
-    name: str
-    #: The broker's stream protocol port (protocol = stream).
-    stream_port: int
-    #: The run's common start (unix seconds).
-    start_at: float
-    run_start_ns: int
-    #: Told, with why, when the client's connection is lost.
-    on_lost: Callable[[str], None]
 
 
 async def open_publisher(

@@ -34,7 +34,7 @@ from flowdeck.collectors.client_names import client_connection_name
 from flowdeck.engine import latency as hdr
 from flowdeck.engine.amqp.connection import AmqpClosed, Connection, Tuning, connect
 from flowdeck.engine.change import Setting
-from flowdeck.engine.client_base import ClientConnection, ConsumerClient, PublisherClient
+from flowdeck.engine.client_base import ClientConnection, ConsumerClient, Place, PublisherClient
 from flowdeck.engine.commands import (
     ApplyChange,
     ChangeApplied,
@@ -50,7 +50,7 @@ from flowdeck.engine.consumer import Consumer, ConsumerTally, Handling
 from flowdeck.engine.errors import BrokerUnavailable
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
-from flowdeck.engine.protocols import Place, open_consumer, open_publisher
+from flowdeck.engine.protocols import open_consumer, open_publisher
 from flowdeck.engine.publisher import Publisher
 from flowdeck.engine.samples import LatencySamples, fold
 from flowdeck.engine.sequences import SequenceSet

@@ -22,7 +22,7 @@ from flowdeck.engine.samples import LatencySamples
 from flowdeck.engine.spec import RunSpec
 
 if TYPE_CHECKING:
-    from flowdeck.engine.protocols import Place
+    from flowdeck.engine.client_base import Place
 
 __all__ = ["Amqp10Receiver", "Amqp10Sender", "open_receiver", "open_sender"]
 
