@@ -164,6 +164,13 @@ class Publisher(NullListener):
         self._cancel_timer()
         self.pump()
 
+    def set_size(self, size: int) -> None:
+        """Publish ``size``-byte messages from the next batch on."""
+        self._make_template = partial(self._make_template, message_size=size)
+        self._template = self._make_template(
+            channel=self.channel.id, frame_max=self.connection.frame_max
+        )
+
     def set_poison(self, percent: float) -> None:
         self.poison = percent / 100
 

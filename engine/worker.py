@@ -293,6 +293,12 @@ class _Worker:
         for publisher in self.publishers:
             publisher.set_poison(poison)
 
+    async def _apply_message_size(self, value: float | None) -> None:
+        size = int(_needs(value))
+        self.settings = self.settings.changed(message_size=size)
+        for publisher in self.publishers:
+            publisher.set_size(size)
+
     async def _apply_rate(self, value: float | None) -> None:
         rate = float(_needs(value))
         self.settings = self.settings.changed(rate=rate)
@@ -424,7 +430,7 @@ class _Worker:
             channel=channel,
             exchange=spec.exchange,
             routing_key=spec.routing_key or queue,
-            message_size=spec.message_size,
+            message_size=int(self.settings.value("message_size")),
             persistent=spec.persistent,
             mandatory=spec.mandatory,
             confirms=spec.confirms,
@@ -1013,6 +1019,7 @@ _APPLY: dict[Setting, Callable[[_Worker, float | None], Awaitable[None]]] = {
     Setting.WORK: _Worker._apply_work,
     Setting.REJECT: _Worker._apply_reject,
     Setting.POISON: _Worker._apply_poison,
+    Setting.MESSAGE_SIZE: _Worker._apply_message_size,
     Setting.PAUSE: _Worker._apply_pause,
     Setting.RESUME: _Worker._apply_resume,
     Setting.MARK: _Worker._apply_mark,
