@@ -46,7 +46,7 @@ from flowdeck.engine.commands import (
     global_id,
     local_share,
 )
-from flowdeck.engine.consumer import Consumer, ConsumerTally, Handling
+from flowdeck.engine.consumer import PUBLISHER_BITS, Consumer, ConsumerTally, Handling
 from flowdeck.engine.errors import BrokerUnavailable
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
@@ -715,7 +715,7 @@ class _Worker:
             errors=tuple(self.errors),
             active=self._active_times(),
             discarded=_ranges(self.tally.discarded),
-            dead_lettered=_ranges(self.dead_tally.sequences),
+            dead_lettered=_ranges(_unmarked(self.dead_tally.sequences)),
         )
 
     def _active_times(self) -> ActiveTimes:
@@ -1024,6 +1024,17 @@ _APPLY: dict[Setting, Callable[[_Worker, float | None], Awaitable[None]]] = {
     Setting.RESUME: _Worker._apply_resume,
     Setting.MARK: _Worker._apply_mark,
 }
+
+
+def _unmarked(sets: dict[int, SequenceSet]) -> dict[int, SequenceSet]:
+    """Sequence sets by publisher id without the poison mark (the dead-letter queue holds
+    poison messages, counted there as their publisher id with the mark set)."""
+    out: dict[int, SequenceSet] = {}
+    for publisher, sequences in sets.items():
+        merged = out.setdefault(publisher & PUBLISHER_BITS, SequenceSet())
+        for start, end in sequences.ranges:
+            merged.add_range(start, end)
+    return out
 
 
 def _ranges(sets: dict[int, SequenceSet]) -> tuple[SequenceRanges, ...]:
