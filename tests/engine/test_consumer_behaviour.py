@@ -17,12 +17,15 @@ from urllib.parse import quote
 import httpx
 import pytest
 
+from flowdeck.cli import main
 from flowdeck.collectors import Broker
 from flowdeck.engine.autotune import Autopilot, State
 from flowdeck.engine.change import Change, Setting, parse_change
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.events import EventKind
+from flowdeck.engine.recording import format as fmt
+from flowdeck.engine.recording.reader import list_sessions, open_session
 from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.snapshot import ClientSnapshot
 from flowdeck.engine.spec import RunSpec
@@ -324,3 +327,31 @@ def test_the_prefetch_autopilot_climbs_past_a_prefetch_that_holds_working_consum
     at_choice = [s.point.throughput for s in steps if s.value == chosen]
     assert max(at_choice) >= 0.95 * spec.target_rate, by_value
     assert controller.settings.prefetch == chosen
+
+
+def test_a_perftest_line_with_the_new_options_runs_and_records_them(
+    shared_uri: str, unique_name: str, tmp_path: Path
+) -> None:
+    sessions = tmp_path / "sessions"
+    line = (
+        f"-x 1 -X 2 -y 1 -Y 2 -q 20 -r 50 -L 2000 -vs 1000:2 -vs 2000:2 -b 20 -M 8192 "
+        f"-tnd true -tsbs 65536 -trbs 65536 --nack --requeue false -z 5 -u {unique_name}"
+    )
+    code = main(
+        ["run", "--perftest", line, "--uri", shared_uri, "--workers", "0",
+         "--sessions-dir", str(sessions), "--cleanup"]
+    )  # fmt: skip
+    assert code == 0
+    (info,) = list_sessions(sessions)
+    session = open_session(info.path)
+    spec = session.manifest.spec
+    assert (spec["work"], spec["reject"], spec["requeue"]) == (2.0, 100.0, False)
+    assert (spec["publishers"], spec["publisher_channels"]) == (2, 2)
+    assert (spec["consumers"], spec["consumer_channels"]) == (2, 2)
+    assert (spec["heartbeat"], spec["frame_max"], spec["tcp_send_buffer"]) == (20, 8192, 65536)
+    client = session.table(fmt.CLIENT_DIR)
+    assert set(client.column("work").to_pylist()) == {2.0}
+    assert set(client.column("message_size").to_pylist()) == {1000, 2000}
+    totals = session.totals()
+    # Every delivery rejected without requeue and no dead-letter queue: dropped, not lost.
+    assert totals.consumed == 0 and totals.rejected > 0 and totals.requeued == 0
