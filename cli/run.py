@@ -830,6 +830,12 @@ def format_tick(tick: Tick) -> str:
     marks = "  PAUSED" if tick.settings.paused else ""
     if tick.stalled:  # made late, from the workers' snapshots of that second
         marks += f"  controller stalled {tick.stalled:.0f} s"
+    totals = tick.totals
+    if totals.rejected or totals.dead_lettered:  # consumers that reject: so far, in all
+        marks += (
+            f"  rejected {totals.rejected:,} (requeued {totals.requeued:,}) redelivered "
+            f"{totals.redelivered:,} dead-lettered {totals.dead_lettered:,}"
+        )
     return (
         f"[{tick.second or round(tick.elapsed):5d}/{tick.duration:.0f} s] target {target:>7}/s"
         f"  publish {_rate(tick.publish_rate):>7}/s"
