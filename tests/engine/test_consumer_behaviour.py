@@ -8,6 +8,7 @@ ratios within one run: the work time sets them, not the machine.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,6 +31,7 @@ from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.snapshot import ClientSnapshot
 from flowdeck.engine.spec import RunSpec
 from tests.engine.test_worker import Run, base_spec, run_spec
+from tests.latency_link import DelayedLink
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
 
@@ -107,9 +109,10 @@ def _broker_queue(
     management_url: str, name: str, want: Callable[[dict[str, Any]], bool]
 ) -> dict[str, Any]:
     """The broker's figures of queue ``name`` once ``want`` holds of them: its statistics
-    lag the run by up to an emission interval (5 s here), so read until they settle (30 s)."""
+    lag the run by an emission interval (5 s here) and more on a busy machine, so read until
+    they settle (60 s)."""
     with httpx.Client(base_url=management_url, auth=("guest", "guest"), timeout=10) as api:
-        for _ in range(60):
+        for _ in range(120):
             queue: dict[str, Any] = api.get(f"/api/queues/%2F/{quote(name, safe='')}").json()
             if want(queue):
                 return queue
@@ -281,8 +284,9 @@ def test_ten_publishers_and_ten_consumers_share_one_connection_each(
 def test_the_prefetch_autopilot_climbs_past_a_prefetch_that_holds_working_consumers_back(
     shared_uri: str, unique_name: str, tmp_path: Path
 ) -> None:
-    """4 consumers working 5 ms a message take up to 800 msg/s; 600 are published. At
-    prefetch 1 each waits a round trip per message and falls behind (overloaded): the
+    """4 consumers working 5 ms a message take up to 800 msg/s; 700 are published, through
+    a link that delays each way by 1 ms. At prefetch 1 each consumer waits the round trip
+    (2 ms and the broker's) per message: at most 4 / 7 ms = 571 msg/s, overloaded. The
     autopilot climbs on instead of stopping there, and leaves the run at a prefetch whose
     consumers keep up."""
     spec = base_spec(
@@ -291,27 +295,31 @@ def test_the_prefetch_autopilot_climbs_past_a_prefetch_that_holds_working_consum
         name="autotune-work",
         publishers=1,
         consumers=4,
-        rate=600.0,
+        rate=700.0,
         prefetch=1,
         work=5.0,
         duration=120,
     )
 
     async def tune() -> tuple[Controller, Autopilot]:
-        controller = Controller(
-            spec,
-            broker=Broker.parse(spec.uri),
-            recording=RunRecording(tmp_path / "sessions"),
-            drain_seconds=1,
-        )
-        autopilot = Autopilot(controller, "prefetch")  # its own rule: 6 s holds at least
-        autopilot.attach()
-        await controller.start()
-        deadline = time.monotonic() + spec.duration
-        while autopilot.active and time.monotonic() < deadline:
-            await asyncio.sleep(0.2)
-        await controller.stop("the autopilot is done")
-        return controller, autopilot
+        shared = Broker.parse(spec.uri)
+        node = shared.nodes[0]
+        async with DelayedLink(node.host, node.effective_port, 0.001) as link:
+            far = Broker.parse(
+                str(dataclasses.replace(node, host="127.0.0.1", port=link.port)),
+                management_url=shared.usual_management_url,
+            )
+            controller = Controller(
+                spec, broker=far, recording=RunRecording(tmp_path / "sessions"), drain_seconds=1
+            )
+            autopilot = Autopilot(controller, "prefetch")  # its own rule: 6 s holds at least
+            autopilot.attach()
+            await controller.start()
+            deadline = time.monotonic() + spec.duration
+            while autopilot.active and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+            await controller.stop("the autopilot is done")
+            return controller, autopilot
 
     controller, autopilot = asyncio.run(tune())
     said = [e.message for e in controller.events if e.kind is EventKind.INFO]
