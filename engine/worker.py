@@ -364,7 +364,7 @@ class _Worker:
         if shared is not None:
             if not shared.done():
                 return await asyncio.shield(shared)
-            if shared.exception() is None and shared.result().is_open:
+            if not shared.cancelled() and shared.exception() is None and shared.result().is_open:
                 return shared.result()
         first = global_id(group * channels, self.index, workers)
         opening = asyncio.ensure_future(self._open_connection(role, first, attempt))
