@@ -159,9 +159,22 @@ def test_ten_percent_rejected_without_requeue_add_up_with_the_dead_letter_queue(
         assert 0.08 < s.rejected / s.published < 0.12
         # The broker's counts say the same: what went into each queue and came out of it.
         main = _broker_queue(
-            management_url, spec.queue_name(0), lambda q: _stat(q, "ack") >= s.consumed
+            management_url,
+            spec.queue_name(0),
+            lambda q: (
+                _stat(q, "publish") >= s.published
+                and _stat(q, "ack") >= s.consumed
+                and q.get("messages") == 0
+            ),
         )
-        dlq = _broker_queue(management_url, dead, lambda q: _stat(q, "ack") >= s.dead_lettered)
+        dlq = _broker_queue(
+            management_url,
+            dead,
+            lambda q: (
+                min(_stat(q, "deliver_get"), _stat(q, "ack")) >= s.dead_lettered
+                and q.get("messages") == 0
+            ),
+        )
         assert _stat(main, "publish") == s.published
         assert _stat(main, "ack") == s.consumed
         # (a dead-lettered message enters its queue without a publish of its own)
@@ -207,7 +220,13 @@ def test_delivery_limit_dead_letters_exactly_the_poison_messages(
         assert s.published // 20 - 1 <= poison <= s.published // 20, (poison, s.published)
         # Each poison message was delivered and rejected until its limit, then dead-lettered.
         assert s.rejected in (3 * poison, 4 * poison), (s.rejected, poison)
-        dlq = _broker_queue(management_url, dead, lambda q: _stat(q, "ack") >= poison)
+        dlq = _broker_queue(
+            management_url,
+            dead,
+            lambda q: (
+                min(_stat(q, "deliver_get"), _stat(q, "ack")) >= poison and q.get("messages") == 0
+            ),
+        )
         assert _stat(dlq, "deliver_get") == _stat(dlq, "ack") == poison
     finally:
         _drop_exchange(management_url, dead)
