@@ -654,6 +654,39 @@ async def _run(
         await server.close()
 
 
+def clients_line(spec: RunSpec) -> str:
+    """How the run's clients differ from plain ones (work time, rejections, dead-lettering,
+    channels per connection, connection tuning), '' when they do not."""
+    parts = []
+    if spec.work:
+        spread = f" ± {spec.work_spread:g} ms" if spec.work_spread else ""
+        parts.append(f"work {spec.work:g} ms{spread} ({spec.work_distribution})")
+    if spec.reject or spec.poison:
+        parts.append(
+            f"reject {spec.reject:g} %, poison {spec.poison:g} %, "
+            + ("requeued" if spec.requeue else "not requeued")
+        )
+    if spec.dead_letter_queue:
+        parts.append(f"dead-letter queue {printable(spec.dead_letter_queue)}")
+    if spec.publisher_channels > 1 or spec.consumer_channels > 1:
+        parts.append(
+            f"{spec.publisher_channels} publisher(s) and {spec.consumer_channels} consumer(s) "
+            "per connection"
+        )
+    if spec.message_size != 1000:
+        parts.append(f"{spec.message_size:,} B messages")
+    tuning = [
+        f"heartbeat {spec.heartbeat} s" if spec.heartbeat >= 0 else "",
+        f"frame-max {spec.frame_max:,}" if spec.frame_max else "",
+        f"channel-max {spec.channel_max}" if spec.channel_max else "",
+        "" if spec.tcp_nodelay else "Nagle on",
+        f"send buffer {spec.tcp_send_buffer:,} B" if spec.tcp_send_buffer else "",
+        f"receive buffer {spec.tcp_receive_buffer:,} B" if spec.tcp_receive_buffer else "",
+    ]
+    parts.extend(t for t in tuning if t)
+    return "; ".join(parts)
+
+
 async def _follow(
     controller: Controller, out: TextIO, server: ControlServer
 ) -> tuple[RunSummary, int]:
@@ -669,6 +702,9 @@ async def _follow(
         file=out,
         flush=True,
     )
+    shape = clients_line(spec)
+    if shape:
+        print(f"clients: {shape}", file=out, flush=True)
     await _started(controller, out)
     if controller.session_dir:
         print(f"recording to {printable(str(controller.session_dir))}", file=out, flush=True)
@@ -798,6 +834,12 @@ def format_tick(tick: Tick) -> str:
     marks = "  PAUSED" if tick.settings.paused else ""
     if tick.stalled:  # made late, from the workers' snapshots of that second
         marks += f"  controller stalled {tick.stalled:.0f} s"
+    totals = tick.totals
+    if totals.rejected or totals.dead_lettered:  # consumers that reject: so far, in all
+        marks += (
+            f"  rejected {totals.rejected:,} (requeued {totals.requeued:,}) redelivered "
+            f"{totals.redelivered:,} dead-lettered {totals.dead_lettered:,}"
+        )
     return (
         f"[{tick.second or round(tick.elapsed):5d}/{tick.duration:.0f} s] target {target:>7}/s"
         f"  publish {_rate(tick.publish_rate):>7}/s"

@@ -53,7 +53,8 @@ _unpack_body = BODY_FIELDS.unpack_from
 _pack_ack = ACK_FIELDS.pack_into
 #: The publisher id's top bit marks a poison message (publisher ids stay below it).
 POISON_MARK = 0x8000_0000
-_PUBLISHER_BITS = POISON_MARK - 1
+#: The publisher id without the mark.
+PUBLISHER_BITS = POISON_MARK - 1
 
 
 class Handling:
@@ -184,7 +185,6 @@ class ConsumerTally:
         if actual < run_start_ns:
             self.foreign += 1
             return
-        publisher &= _PUBLISHER_BITS  # a poison mark is no part of the id
         tracker = self.sequences.get(publisher)
         if tracker is None:
             tracker = self.sequences[publisher] = SequenceSet()
@@ -226,51 +226,10 @@ class ConsumerChannel(NullListener):
         self, tag: int, redelivered: bool, buffer: bytes | bytearray, offset: int, size: int
     ) -> None:
         consumer = self.consumer
-        if consumer.handling.active:
-            self._handle(tag, redelivered, buffer, offset, size)
-            return
         consumer.consumed += 1
-        self._count(redelivered, buffer, offset, size)
-        if consumer.auto_ack:
+        shaped = consumer.handling.active
+        if shaped and self._rejected(tag, redelivered, buffer, offset, size):
             return
-        self._last_tag = tag
-        self.unacked += 1
-        if self.unacked >= consumer.ack_every:
-            self._queue_ack()
-
-    def _handle(
-        self, tag: int, redelivered: bool, buffer: bytes | bytearray, offset: int, size: int
-    ) -> None:
-        """A delivery of a consumer that works or rejects (see the module doc)."""
-        consumer = self.consumer
-        handling = consumer.handling
-        tally = consumer.tally
-        consumer.consumed += 1
-        poison = size >= 28 and buffer[offset] & 0x80
-        if poison or (handling.reject and random.random() < handling.reject):
-            tally.rejected += 1
-            if redelivered:
-                tally.redelivered += 1
-            if poison:
-                tally.poison += 1
-            requeue = handling.requeue
-            if requeue:
-                tally.requeued += 1
-            if (not requeue or (poison and handling.limited)) and size >= 28:
-                publisher, sequence, actual, _ = _unpack_body(buffer, offset)
-                if actual >= consumer.run_start_ns:
-                    publisher &= _PUBLISHER_BITS
-                    kept = tally.discarded.get(publisher)
-                    if kept is None:
-                        kept = tally.discarded[publisher] = SequenceSet()
-                    kept.add(sequence)
-            consumer.settle(self, tag, requeue, rejected=True)
-            return
-        self._count(redelivered, buffer, offset, size)
-        consumer.settle(self, tag, False, rejected=False)
-
-    def _count(self, redelivered: bool, buffer: bytes | bytearray, offset: int, size: int) -> None:
-        consumer = self.consumer
         tally = consumer.tally
         tally.consumed += 1
         if redelivered:
@@ -278,6 +237,46 @@ class ConsumerChannel(NullListener):
         tally.record(
             buffer, offset, size, consumer.run_start_ns, consumer.latency, consumer.reading
         )
+        if consumer.auto_ack:
+            return
+        if shaped:  # acked after its work
+            consumer.settle(self, tag, False, rejected=False)
+            return
+        self._last_tag = tag
+        self.unacked += 1
+        if self.unacked >= consumer.ack_every:
+            self._queue_ack()
+
+    def _rejected(
+        self, tag: int, redelivered: bool, buffer: bytes | bytearray, offset: int, size: int
+    ) -> bool:
+        """Whether a consumer that rejects rejects this delivery (a poison message, or its
+        share of the rest; see the module doc): counted and settled here if so. An
+        accepted delivery is never poison, so its publisher id carries no mark."""
+        consumer = self.consumer
+        handling = consumer.handling
+        poison = size >= 28 and buffer[offset] & 0x80
+        if not (poison or (handling.reject and random.random() < handling.reject)):
+            return False
+        tally = consumer.tally
+        tally.rejected += 1
+        if redelivered:
+            tally.redelivered += 1
+        if poison:
+            tally.poison += 1
+        requeue = handling.requeue
+        if requeue:
+            tally.requeued += 1
+        if (not requeue or (poison and handling.limited)) and size >= 28:
+            publisher, sequence, actual, _ = _unpack_body(buffer, offset)
+            if actual >= consumer.run_start_ns:
+                publisher &= PUBLISHER_BITS
+                kept = tally.discarded.get(publisher)
+                if kept is None:
+                    kept = tally.discarded[publisher] = SequenceSet()
+                kept.add(sequence)
+        consumer.settle(self, tag, requeue, rejected=True)
+        return True
 
     def settle(self, tag: int, requeue: bool, *, rejected: bool) -> None:
         """Ack (every ``ack_every``) or reject one delivery now; written at the read's end

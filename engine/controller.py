@@ -917,6 +917,11 @@ class Controller:
                 # Any node that is up: node 1 may be the one a fault took down.
                 names = (*self.spec.queue_names, *filter(None, [self.spec.dead_letter_queue]))
                 deleted = await topology.delete_queues(self.broker.uris, names)
+                if self.spec.dead_letter_queue:  # and the fanout exchange of its name
+                    await topology.undeclare(
+                        self.broker.uris,
+                        topology.Declared(dead_letter_exchange=self.spec.dead_letter_queue),
+                    )
                 self._event(EventKind.INFO, f"deleted {deleted} queue(s) of the run")
             except FlowdeckError as exc:
                 errors.append(f"queues not deleted: {exc}")

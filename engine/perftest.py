@@ -132,6 +132,7 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     PerfTestOption("m", "ptxsize"),
     PerfTestOption("L", "consumer-latency"),
     PerfTestOption("vl", "variable-latency", many=True),
+    PerfTestOption("vs", "variable-size", many=True),
     PerfTestOption("na", "nack", takes_value=False),
     PerfTestOption("re", "requeue"),
     PerfTestOption("b", "heartbeat"),
@@ -142,7 +143,6 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     PerfTestOption("n", "ctxsize"),
     _refused("C", "pmessages", "flowdeck runs stop on time, not on a message count; use -z"),
     _refused("D", "cmessages", "flowdeck runs stop on time, not on a message count; use -z"),
-    _refused("vs", "variable-size", "message size cannot change during a flowdeck run"),
     _refused("R", "consumer-rate", "flowdeck consumers take what the broker delivers"),
     _refused("Q", "global-qos", "flowdeck sets prefetch per consumer (-q), not per channel"),
     _refused("K", "random-routing-key", "flowdeck publishes with one routing key", False),
@@ -366,6 +366,11 @@ def spec_from_perftest(args: str | Sequence[str], base: RunSpec | None = None) -
     latencies = _all_values(given, "variable-latency")
     if latencies:
         merged["work"], steps = _variable_latency(latencies, duration)
+        schedule = sorted([*schedule, *steps], key=lambda step: step.at)
+    sizes = _all_values(given, "variable-size")
+    if sizes:
+        size, steps = _variable_size(sizes, duration)
+        merged["message_size"] = int(size)
         schedule = sorted([*schedule, *steps], key=lambda step: step.at)
     spec = spec_from_mapping(merged, replace(start, schedule=(), duration=duration))
     if schedule:
@@ -751,35 +756,61 @@ def _variable_latency(
 ) -> tuple[float, list[ScheduleStep]]:
     """``-vl MICROSECONDS:SECONDS`` repeated: the first work time (ms) and the work changes
     that follow it, the cycle repeated until the run ends, as PerfTest does."""
+    segments = _segments(latencies, "-vl/--variable-latency", "MICROSECONDS", 0)
+    return _cycled_changes(
+        [(micros / 1000, seconds) for micros, seconds in segments],
+        duration,
+        Setting.WORK,
+        "-vl/--variable-latency",
+    )
+
+
+def _variable_size(sizes: Sequence[str], duration: float) -> tuple[float, list[ScheduleStep]]:
+    """``-vs SIZE:SECONDS`` repeated: the first message size and the size changes that
+    follow it, cycled until the run ends, as PerfTest does."""
+    segments = _segments(sizes, "-vs/--variable-size", "SIZE", BODY_HEADER_SIZE)
+    return _cycled_changes(segments, duration, Setting.MESSAGE_SIZE, "-vs/--variable-size")
+
+
+def _segments(texts: Sequence[str], option: str, what: str, low: int) -> list[tuple[float, float]]:
+    """``VALUE:SECONDS`` values of a repeated option, each checked."""
     segments: list[tuple[float, float]] = []
-    for text in latencies:
-        micros_text, sep, seconds_text = text.partition(":")
+    for text in texts:
+        value_text, sep, seconds_text = text.partition(":")
         try:
-            micros, period = int(micros_text), int(seconds_text)
+            value, period = int(value_text), int(seconds_text)
         except ValueError:
-            micros, period = -1, -1
-        if not sep or micros < 0 or period <= 0:
+            value, period = -1, -1
+        if not sep or value < low or period <= 0:
             raise SpecError(
                 "perftest",
-                f"-vl/--variable-latency must be MICROSECONDS:DURATION with MICROSECONDS >= 0 "
-                f"and DURATION > 0 (whole numbers), got {text!r}",
+                f"{option} must be {what}:DURATION with {what} >= {low} and DURATION > 0 "
+                f"(whole numbers), got {text!r}",
             )
-        segments.append((micros / 1000, float(period)))
+        segments.append((float(value), float(period)))
+    return segments
+
+
+def _cycled_changes(
+    segments: Sequence[tuple[float, float]], duration: float, setting: Setting, option: str
+) -> tuple[float, list[ScheduleStep]]:
+    """The first value and the changes of ``setting`` that follow it, the cycle repeated
+    until ``duration``."""
     steps: list[ScheduleStep] = []
     at = 0.0
-    for index, (work, seconds) in enumerate(_cycled(segments)):
+    for index, (value, seconds) in enumerate(_cycled(segments)):
         if at >= duration:
             break
         if index > 0:
-            steps.append(ScheduleStep(at, Change(Setting.WORK, work)))
+            steps.append(ScheduleStep(at, Change(setting, value)))
         at += seconds
         if len(steps) > MAX_VARIABLE_RATE_STEPS:
             raise SpecError(
                 "perftest",
-                f"-vl/--variable-latency over {format_number(duration)} s makes more than "
+                f"{option} over {format_number(duration)} s makes more than "
                 f"{MAX_VARIABLE_RATE_STEPS} changes; use longer periods or a shorter -z",
             )
-    return segments[0][0], _squash(steps, segments[0][0], Setting.WORK)
+    return segments[0][0], _squash(steps, segments[0][0], setting)
 
 
 def _cycled(segments: Sequence[tuple[float, float]]) -> Iterator[tuple[float, float]]:

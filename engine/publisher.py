@@ -108,6 +108,13 @@ class Publisher(PacedPublisher):
         else:
             self._check_settled()
 
+    def set_size(self, size: int) -> None:
+        """Publish ``size``-byte messages from the next batch on."""
+        self._make_template = partial(self._make_template, message_size=size)
+        self._template = self._make_template(
+            channel=self.channel.id, frame_max=self.connection.frame_max
+        )
+
     def set_poison(self, percent: float) -> None:
         self.poison = percent / 100
 

@@ -40,6 +40,7 @@ class Setting(StrEnum):
     WORK = "work"
     REJECT = "reject"
     POISON = "poison"
+    MESSAGE_SIZE = "message_size"
     PAUSE = "pause"
     RESUME = "resume"
     MARK = "mark"
@@ -110,6 +111,9 @@ class SteerableSetting:
     sweep: bool = False
     #: The name of its /metrics gauge after ``flowdeck_`` ("" = the field).
     metric: str = ""
+    #: A setting most runs leave alone: the settings bar shows it only away from its
+    #: default (no work time, no rejections, the usual message size).
+    quiet: bool = False
 
     @property
     def name(self) -> str:
@@ -127,10 +131,10 @@ class SteerableSetting:
     def gauge(self) -> str:
         return f"flowdeck_{self.metric or self.field}"
 
-    def off(self, value: float) -> bool:
-        """Whether ``value`` leaves the setting off (0 where 0 means none and is its
-        default, as no work time): the settings bar leaves it out then."""
-        return value == 0 and self.default == 0 and not self.zero_is_unlimited
+    def quiet_at(self, value: float) -> bool:
+        """Whether the settings bar leaves the setting out at ``value`` (a quiet setting at
+        its default)."""
+        return self.quiet and value == self.default
 
     def convert(self, value: float) -> int | float:
         """``value`` as the setting's type (counts and limits are whole numbers)."""
@@ -278,6 +282,7 @@ STEERABLE: tuple[SteerableSetting, ...] = (
         title="Work time (ms)",
         tag="work",
         metric="work_ms",
+        quiet=True,
     ),
     SteerableSetting(
         Setting.REJECT,
@@ -298,6 +303,7 @@ STEERABLE: tuple[SteerableSetting, ...] = (
         title="Rejected (%)",
         tag="rej",
         metric="reject_percent",
+        quiet=True,
     ),
     SteerableSetting(
         Setting.POISON,
@@ -318,6 +324,28 @@ STEERABLE: tuple[SteerableSetting, ...] = (
         title="Poison (%)",
         tag="poison",
         metric="poison_percent",
+        quiet=True,
+    ),
+    SteerableSetting(
+        Setting.MESSAGE_SIZE,
+        "message_size",
+        int,
+        28,
+        64 * 1024 * 1024,
+        "message body size; at least 28 bytes, the body's publisher id, sequence and send times",
+        label="message size",
+        short="size",
+        key="",
+        step=Step.HALVE_DOUBLE,
+        applies_to=Scope.PUBLISHER,
+        unit="bytes",
+        bar_unit=" B",
+        aliases=("size",),
+        default=1000,
+        title="Message size (bytes)",
+        tag="size",
+        metric="message_size_bytes",
+        quiet=True,
     ),
 )
 

@@ -211,9 +211,7 @@ FIELDS: dict[str, FieldInfo] = {
     "routing_key": FieldInfo(str, "routing key; empty = each publisher's queue name"),
     "publishers": _steerable_field("publishers"),
     "rate": _steerable_field("rate"),
-    "message_size": FieldInfo(
-        int, "message body size", BODY_HEADER_SIZE, 64 * 1024 * 1024, unit="bytes"
-    ),
+    "message_size": _steerable_field("message_size"),
     "confirms": FieldInfo(bool, "use publisher confirms"),
     "catch_up": FieldInfo(
         bool,

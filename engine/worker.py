@@ -46,7 +46,7 @@ from flowdeck.engine.commands import (
     global_id,
     local_share,
 )
-from flowdeck.engine.consumer import Consumer, ConsumerTally, Handling
+from flowdeck.engine.consumer import PUBLISHER_BITS, Consumer, ConsumerTally, Handling
 from flowdeck.engine.errors import BrokerUnavailable
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
@@ -309,6 +309,13 @@ class _Worker:
             if isinstance(publisher, Publisher):  # the mark is in AMQP 0.9.1's body
                 publisher.set_poison(poison)
 
+    async def _apply_message_size(self, value: float | None) -> None:
+        size = int(_needs(value))
+        self.settings = self.settings.changed(message_size=size)
+        for publisher in self.publishers:
+            if isinstance(publisher, Publisher):  # the other protocols keep the spec's size
+                publisher.set_size(size)
+
     async def _apply_rate(self, value: float | None) -> None:
         rate = float(_needs(value))
         self.settings = self.settings.changed(rate=rate)
@@ -374,7 +381,7 @@ class _Worker:
         if shared is not None:
             if not shared.done():
                 return await asyncio.shield(shared)
-            if shared.exception() is None and shared.result().is_open:
+            if not shared.cancelled() and shared.exception() is None and shared.result().is_open:
                 return shared.result()
         first = global_id(group * channels, self.index, workers)
         opening = asyncio.ensure_future(self._open_connection(role, first, attempt))
@@ -483,7 +490,7 @@ class _Worker:
             channel=channel,
             exchange=spec.exchange,
             routing_key=spec.routing_key or queue,
-            message_size=spec.message_size,
+            message_size=int(self.settings.value("message_size")),
             persistent=spec.persistent,
             mandatory=spec.mandatory,
             confirms=spec.confirms,
@@ -808,7 +815,7 @@ class _Worker:
             errors=tuple(self.errors),
             active=self._active_times(),
             discarded=_ranges(self.tally.discarded),
-            dead_lettered=_ranges(self.dead_tally.sequences),
+            dead_lettered=_ranges(_unmarked(self.dead_tally.sequences)),
             replayed=self.tally.replayed,
         )
 
@@ -1116,10 +1123,22 @@ _APPLY: dict[Setting, Callable[[_Worker, float | None], Awaitable[None]]] = {
     Setting.WORK: _Worker._apply_work,
     Setting.REJECT: _Worker._apply_reject,
     Setting.POISON: _Worker._apply_poison,
+    Setting.MESSAGE_SIZE: _Worker._apply_message_size,
     Setting.PAUSE: _Worker._apply_pause,
     Setting.RESUME: _Worker._apply_resume,
     Setting.MARK: _Worker._apply_mark,
 }
+
+
+def _unmarked(sets: dict[int, SequenceSet]) -> dict[int, SequenceSet]:
+    """Sequence sets by publisher id without the poison mark (the dead-letter queue holds
+    poison messages, counted there as their publisher id with the mark set)."""
+    out: dict[int, SequenceSet] = {}
+    for publisher, sequences in sets.items():
+        merged = out.setdefault(publisher & PUBLISHER_BITS, SequenceSet())
+        for start, end in sequences.ranges:
+            merged.add_range(start, end)
+    return out
 
 
 def _ranges(sets: dict[int, SequenceSet]) -> tuple[SequenceRanges, ...]:

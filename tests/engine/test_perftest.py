@@ -180,7 +180,6 @@ UNSUPPORTED = [
     ("--pmessages 1000", "--pmessages"),
     ("-D 1000", "-D (flowdeck runs stop on time"),
     ("--cmessages 5", "--cmessages"),
-    ("-vs 1000:30", "-vs (message size cannot change"),
     ("-R 100", "-R (flowdeck consumers take"),
     ("-Q 10", "-Q (flowdeck sets prefetch per consumer"),
     ("-K", "-K (flowdeck publishes with one routing key"),
@@ -302,7 +301,7 @@ def test_import_perftest_command_prints_a_spec_file_that_loads(
 
 def test_import_perftest_refuses_in_one_line_with_exit_2() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "flowdeck.cli", "import-perftest", "-x 2 -C 100 -vs 10:5"],
+        [sys.executable, "-m", "flowdeck.cli", "import-perftest", "-x 2 -C 100 -R 5"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -311,7 +310,7 @@ def test_import_perftest_refuses_in_one_line_with_exit_2() -> None:
     assert result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
-    assert "2 of the given PerfTest options: -C" in lines[0] and "-vs" in lines[0]
+    assert "2 of the given PerfTest options: -C" in lines[0] and "-R" in lines[0]
 
 
 def test_run_perftest_flag_builds_the_spec_flags_refine_it() -> None:
@@ -384,3 +383,13 @@ def test_variable_latency_becomes_work_changes_cycled_to_the_duration() -> None:
     ]  # fmt: skip
     with pytest.raises(SpecError, match="MICROSECONDS:DURATION"):
         spec_from_perftest("-vl 1000")
+
+
+def test_variable_size_becomes_size_changes() -> None:
+    spec = spec_from_perftest("-vs 1000:10 -vs 4000:10 -z 30")
+    assert spec.message_size == 1000
+    assert [(step.at, step.describe()) for step in spec.schedule] == [
+        (10, "message_size=4000"), (20, "message_size=1000"),
+    ]  # fmt: skip
+    with pytest.raises(SpecError, match="SIZE >= 28"):
+        spec_from_perftest("-vs 12:10")

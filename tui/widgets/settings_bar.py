@@ -60,8 +60,8 @@ class SettingsBar(Static):
             setting = row.setting
             value = setting_value(settings, setting)
             change = waiting.get(setting)
-            if row.off(value) and change is None:
-                continue  # off (no work time, no rejections): nothing to show
+            if row.quiet_at(value) and change is None:
+                continue  # a setting most runs leave alone, at its default
             line.append(f"{row.short} ", style="dim")
             line.append(describe_value(setting, value), style="bold")
             if change is not None and change.change.value is not None:

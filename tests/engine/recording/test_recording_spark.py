@@ -28,11 +28,13 @@ WHERE running >= GREATEST(1, FLOOR({q} * total + 0.5))
 
 def spark_figures(spark: Any, session_dir: Path) -> dict[str, Any]:
     client = spark.read.parquet(str(session_dir / fmt.CLIENT_DIR))
-    # A counter added after the session's format is absent from its files: the reader
-    # counts it 0, and so does this.
-    summed = [name for name in COUNTER_COLUMNS if name in client.columns]
-    row = client.selectExpr(*(f"SUM({name}) AS {name}" for name in summed)).first()
-    totals = {name: row[name] if name in summed else 0 for name in COUNTER_COLUMNS}
+    # A count an older format did not record (1.8's rejected, ...) reads as 0, as the
+    # reader's totals have it.
+    written = [name for name in COUNTER_COLUMNS if name in client.columns]
+    totals = {
+        **dict.fromkeys(COUNTER_COLUMNS, 0),
+        **client.selectExpr(*(f"SUM({name}) AS {name}" for name in written)).first().asDict(),
+    }
     per_second = [
         (row["second"], row["published"])
         for row in client.selectExpr("CAST(FLOOR(elapsed_s) AS BIGINT) AS second", "published")
