@@ -9,8 +9,11 @@ the machine's load: on a quiet machine a window of 1 sometimes reached the ladde
 step's share of the target (that step is 0.1 % of the rate: 1 at 1,400 msg/s needs a round
 trip of 0.71 ms) and there was no knee to find.
 The autopilot climbs its ladder (for this rate 1, 3, 7, 14, 28, ...), stops two steps past
-the knee and leaves the run at its choice; the Spark report over the recorded session must
-recommend the same value, since both judge the same phases by the same rules.
+the knee and leaves the run at its choice; the recorded session's figures must recommend
+the same value, since both judge the same phases by the same rules. Those figures are what
+`flowdeck sessions show` prints and, to the last broker figure and reasoning line, what the
+Spark report computes (tests/test_one_answer.py compares the two on a recorded sweep), so
+these runs need no Spark session of their own and run beside the Spark tests.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import dataclasses
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,12 +30,12 @@ from flowdeck.collectors import Broker
 from flowdeck.engine.autotune import Autopilot, Hold, State, SteadyRule, ladder
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind
+from flowdeck.engine.recording.reader import open_session
 from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec
-from flowdeck.spark_reports.build import build_report
 from tests.latency_link import DelayedLink
 
-pytestmark = [pytest.mark.broker, pytest.mark.spark, pytest.mark.slow, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.broker, pytest.mark.slow, pytest.mark.timeout(420)]
 
 #: Short holds keep the test near a minute; the steady rule is the autopilot's own.
 RULE = SteadyRule(min_hold_s=4, window=4, max_cv=0.15, max_trend=0.10, max_hold_s=10)
@@ -71,7 +73,7 @@ async def tune_on(spec: RunSpec, sessions: Path, broker: Broker) -> tuple[Contro
 
 
 def test_its_choice_at_a_clear_knee_is_the_reports_recommendation(
-    spark: Any, shared_uri: str, unique_name: str, tmp_path: Path
+    shared_uri: str, unique_name: str, tmp_path: Path
 ) -> None:
     spec = RunSpec(
         name="autotune-knee",
@@ -119,16 +121,14 @@ def test_its_choice_at_a_clear_knee_is_the_reports_recommendation(
     # fraction of a second before it: the report's phase boundaries merge within 0.5 s).
     session = controller.session_dir
     assert session is not None
-    report = build_report(spark, [str(session)], tmp_path / "report")
-    (figures,) = report.figures
+    figures = open_session(session).figures()
     sweep = next(sw for sw in figures.sweeps if sw.setting == "inflight")
     assert {p.setting("inflight") for p in sweep.rows} == set(values)
     labels = [p.phase.label for p in figures.phases]
     assert all(f"inflight={value}" in labels for value in values[1:]), labels
     print("the report:", *sweep.recommendation.reasoning, sep="\n  ")
     assert sweep.recommendation.value == chosen, (said, sweep.recommendation.reasoning)
-    table = next(t for t in report.tables if t.name.endswith("-sweep-inflight"))
-    assert table.reasoning[-1].startswith(f"recommended inflight={chosen}")
+    assert sweep.recommendation.reasoning[-1].startswith(f"recommended inflight={chosen}")
 
 
 async def tune_from_outside(
@@ -166,7 +166,7 @@ async def tune_from_outside(
 
 
 def test_started_mid_run_from_another_shell_it_chooses_what_the_report_recommends(
-    spark: Any, shared_uri: str, unique_name: str, tmp_path: Path
+    shared_uri: str, unique_name: str, tmp_path: Path
 ) -> None:
     """20 s of load at in-flight 500 first (the run's counters far ahead of any step's),
     then ``flowdeck autotune inflight``: each step is judged on its own phase, so the first
@@ -204,8 +204,7 @@ def test_started_mid_run_from_another_shell_it_chooses_what_the_report_recommend
 
     session = controller.session_dir
     assert session is not None
-    report = build_report(spark, [str(session)], tmp_path / "report")
-    (figures,) = report.figures
+    figures = open_session(session).figures()
     sweep = next(sw for sw in figures.sweeps if sw.setting == "inflight")
     print("the report:", *sweep.recommendation.reasoning, sep="\n  ")
     assert sweep.recommendation.value == chosen, (output, sweep.recommendation.reasoning)
