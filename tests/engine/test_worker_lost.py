@@ -20,8 +20,9 @@ import pytest
 from flowdeck.collectors import Broker
 from flowdeck.engine.accounting import LostWorker, incomplete_figures, with_lost_workers
 from flowdeck.engine.controller import Controller
-from flowdeck.engine.progress import DataSafety
+from flowdeck.engine.progress import DataSafety, Tick
 from flowdeck.engine.queue_counts import QueueCounts, counts_of
+from flowdeck.engine.sinks import NullSink
 from flowdeck.engine.spec import RunSpec
 
 #: The shared broker's statistics interval (a default broker's): the counts settle after it.
@@ -52,16 +53,36 @@ async def test_a_killed_worker_leaves_incomplete_figures_and_no_false_loss(
         name="worker-lost",
         queue_pattern=f"{unique_name}-%d",
         queues=1,  # both workers' consumers share it: each takes the other's messages
-        publishers=2,
+        # Three publishers for two consumers: with two, each publisher at its own phase of
+        # the interval, sends alternated as the queue's round robin did, and each consumer
+        # could take only its own worker's publisher's messages for the whole run.
+        publishers=3,
         consumers=2,
         rate=100.0,
         duration=30.0,
         workers=2,
     )
     controller = Controller(spec, broker=Broker.parse(shared_uri), drain_seconds=3)
+    consumed: dict[int, int] = {}
+    published: dict[int, int] = {}
+
+    class Consumed(NullSink):
+        def on_tick(self, tick: Tick) -> None:
+            for snap in tick.snapshots:
+                consumed[snap.worker] = snap.counters.consumed
+                published[snap.worker] = snap.counters.published
+
+    controller.add_sink(Consumed())
     before = _spawned()  # a pool's idle children, say: not this run's workers
     await controller.start()
-    await asyncio.sleep(4)
+    # Both workers' consumers have taken messages, from both publishers (one queue, round
+    # robin), before one worker dies: on a busy machine the workers took more than the 4 s
+    # this once waited to boot, and a worker killed before it consumed left nothing for the
+    # reports alone to count wrongly.
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not (len(consumed) == 2 and min(consumed.values()) >= 50):
+        await asyncio.sleep(0.2)
+    assert len(consumed) == 2 and min(consumed.values()) >= 50, consumed
     workers = sorted(_spawned() - before, key=lambda p: p.pid)
     assert len(workers) == 2, [w.cmdline() for w in workers]
     workers[-1].kill()  # SIGKILL: no report, no goodbye
@@ -88,7 +109,7 @@ async def test_a_killed_worker_leaves_incomplete_figures_and_no_false_loss(
         int(m.replace(",", ""))
         for m in re.findall(r"would say ([\d,]+)", " ".join(summary.incomplete))
     ]
-    assert said > 0
+    assert said > 0, (consumed, published, summary.incomplete)
     assert safety.published <= broker.routed  # the stand-in's counts are its last snapshot's
     document = summary.to_json()
     assert document["safety"]["complete"] is False and document["incomplete"]
