@@ -28,8 +28,10 @@ from flowdeck.engine.process import DEFAULT_RUNTIME, ProcessWorker
 from flowdeck.engine.spec import RunSpec
 
 #: How long after the kill every worker and node process must be gone. Workers leave at
-#: once (pipe EOF) and a throwaway node is SIGKILLed; this is generous for a busy machine.
-GONE_WITHIN = 10.0
+#: once (pipe EOF) and a throwaway node is SIGKILLed by its guard; a bound, not a speed
+#: target: on a fresh-clone CI run under load the node's launcher and VM were still there
+#: 10.1 s after the cockpit's kill -9 (the guard itself waits for a core).
+GONE_WITHIN = 30.0
 FLOWDECK = [sys.executable, "-m", "flowdeck.cli"]
 
 
