@@ -1,11 +1,14 @@
 """A run over AMQP 1.0 on a private node (rabbitmq_amqp1_0 on), to a quorum queue.
 
-Two senders at 1,000 msg/s each, the unsettled window (in-flight) and the receiver's link
-credit (prefetch) steered while the run goes. What is checked: the window in force is what
-the senders' unsettled deliveries show (never more than the new window after the change,
-more before); the credit in force shows in the receiver falling behind the senders at
-credit 1 (the broker's count of the queue's messages grows) and keeping up at 20; nothing
-confirmed is lost (the credit is raised again for the last phase, so the queue drains).
+Two senders at 1,000 msg/s between them, the unsettled window (in-flight) and the receiver's
+link credit (prefetch) steered while the run goes. What is checked: the window in force is
+what each sender's unsettled deliveries show right after each of its sends, their high-water
+mark (never more than the new window after the change, more before: a once-a-second tick
+catches the count between sends and settlements, which on a machine whose settlements came
+back within 6 ms held no more than the new window at any tick); the credit in force shows
+in the receiver taking a smaller share of what was sent at credit 1 than at 20 (and the
+broker's count of the queue's messages growing); nothing confirmed is lost (the credit is
+raised again for the last phase, so the queue drains).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import httpx
 import pytest
 
 from flowdeck.collectors import Broker, LocalBroker
+from flowdeck.engine.amqp10.clients import Amqp10Sender
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind
 from flowdeck.engine.run_recording import RunRecording
@@ -49,8 +53,22 @@ async def _ready(
             await asyncio.sleep(0.5)
 
 
+def _high_water(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, int, int]]:
+    """Each sender's unsettled deliveries right after each of its sends, with the loop's
+    time: (time, publisher id, unsettled)."""
+    marks: list[tuple[float, int, int]] = []
+    send = Amqp10Sender._send
+
+    def _send(self: Amqp10Sender, count: int, now: int) -> None:
+        send(self, count, now)
+        marks.append((self.loop.time(), self.publisher_id, self.pending_confirms))
+
+    monkeypatch.setattr(Amqp10Sender, "_send", _send)
+    return marks
+
+
 async def test_amqp10_run_steered_live_loses_nothing(
-    node: LocalBroker, tmp_path: Path, unique_name: str
+    node: LocalBroker, tmp_path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = RunSpec(
         name="amqp10",
@@ -83,6 +101,7 @@ async def test_amqp10_run_steered_live_loses_nothing(
         drain_seconds=20,
     )
     events, ticks = collect_updates(controller)
+    marks = _high_water(monkeypatch)
     ready: list[tuple[float, int]] = []
     stop = asyncio.Event()
     await controller.start()
@@ -104,29 +123,38 @@ async def test_amqp10_run_steered_live_loses_nothing(
         for e in events
     )
 
-    before = [t.pending_confirms for t in ticks if 1 <= t.elapsed < 6]
-    after = [t.pending_confirms for t in ticks if 7 <= t.elapsed < 14]
-    assert max(after) <= 2 * 3 < max(before) <= 2 * 40
+    # The ticks' total never above the two senders' windows of 40. Each sender's high-water
+    # mark above the new window of 3 while 40 was in force, and never above 3 once the change
+    # reached it (a second after it was made; the ticks' settings say when it was in force).
+    # The ticks' own count may stay above 3 a while after the change: deliveries sent under
+    # the window of 40 wait for their settlement (80 for seconds with both cores busy).
+    assert max(t.pending_confirms for t in ticks) <= 2 * 40
+    before = [n for at, _, n in marks if 1 <= at - began < 6]
+    after = [n for at, _, n in marks if 7 <= at - began < 14]
+    assert before and after
+    assert max(after) <= 3 < max(before) <= 40
     assert {t.settings.inflight for t in ticks if 7 <= t.elapsed < 14} == {3}
     assert {t.settings.prefetch for t in ticks if 7 <= t.elapsed < 10} == {1}
 
     # The credit: at 1 the receiver falls behind the senders, and the broker's count of the
-    # queue's messages grows; at 20 (and at 50 after) it kept up.
-    def rates(low: float, high: float) -> tuple[float, float]:
+    # queue's messages grows; at 20 (and at 50 after) it kept up — on a quiet machine. On a
+    # busy one the receiver, on the senders' loop, may fall behind at 20 as well (4,020 of
+    # 7,620 with both cores taken), so the credit's effect is judged as the share of what
+    # was sent that the receiver took at 1 against that share at 20, in the same run.
+    def taken(low: float, high: float) -> float:
         phase = [t for t in ticks if low <= t.elapsed < high]
-        return sum(t.publish_rate for t in phase), sum(t.consume_rate for t in phase)
+        return sum(t.consume_rate for t in phase) / sum(t.publish_rate for t in phase)
 
-    published, consumed = rates(1, 6)
-    assert consumed > 0.9 * published
-    published, consumed = rates(7, 10)
-    assert consumed < 0.8 * published
+    at_20, at_1 = taken(1, 6), taken(7, 10)
+    assert at_1 < 0.8 * min(at_20, 1.0)
     early = [n for at, n in ready if at - began < 6]
     late = [n for at, n in ready if 9 <= at - began < 10.5]
     assert early and late, [(round(at - began, 1), n) for at, n in ready]
     assert max(late) > max(early) + 100
     print(
         f"\nAMQP 1.0: published {safety.published:,}, consumed {safety.consumed:,}, lost "
-        f"{safety.lost}; unsettled before {max(before)} after {max(after)}; in the "
-        f"queue at credit 20 at most {max(early)}, at credit 1 {max(late)}; consume/publish "
-        f"at credit 1 {consumed / published:.2f}"
+        f"{safety.lost}; unsettled high-water a sender before {max(before)} after "
+        f"{max(after)}; in the queue at credit 20 at most {max(early)}, at credit 1 "
+        f"{max(late)}; consume/publish "
+        f"at credit 20 {at_20:.2f}, at credit 1 {at_1:.2f}"
     )
