@@ -675,6 +675,7 @@ def clients_line(spec: RunSpec) -> str:
         )
     if spec.message_size != 1000:
         parts.append(f"{spec.message_size:,} B messages")
+    parts.extend(priority_parts(spec))
     tuning = [
         f"heartbeat {spec.heartbeat} s" if spec.heartbeat >= 0 else "",
         f"frame-max {spec.frame_max:,}" if spec.frame_max else "",
@@ -685,6 +686,26 @@ def clients_line(spec: RunSpec) -> str:
     ]
     parts.extend(t for t in tuning if t)
     return "; ".join(parts)
+
+
+def priority_parts(spec: RunSpec) -> list[str]:
+    """The run's priorities as the header says them: queues', messages', consumers'."""
+    parts = []
+    if spec.max_priority:
+        parts.append(f"queues keep priorities 0..{spec.max_priority}")
+    if spec.message_priority:
+        priority = spec.message_priority
+        parts.append(
+            {
+                "constant": f"message priority {priority}",
+                "uniform": f"message priority 0..{priority} (uniform)",
+                "share": f"message priority {priority} for {spec.priority_share:g} %, 0 for "
+                "the rest",
+            }[spec.priority_distribution]
+        )
+    if spec.consumer_priority:
+        parts.append(f"consumer priority {spec.consumer_priority.replace(' ', '')}")
+    return parts
 
 
 async def _follow(

@@ -62,7 +62,7 @@ from flowdeck.engine.snapshot import (
     WorkerReport,
     at_ns,
 )
-from flowdeck.engine.spec import settings_of
+from flowdeck.engine.spec import consumer_priorities, settings_of
 from flowdeck.engine.stream.consumer import amqp_offset
 
 SNAPSHOT_INTERVAL = 1.0
@@ -500,6 +500,9 @@ class _Worker:
             confirm_latency=self.confirm_latency,
             catch_up=spec.catch_up,
             poison=float(self.settings.value("poison")),
+            priority=spec.message_priority,
+            priority_distribution=spec.priority_distribution,
+            priority_share=spec.priority_share,
         )
         if self.settings.paused:
             publisher.pause()
@@ -575,6 +578,8 @@ class _Worker:
             arguments = {
                 "x-stream-offset": amqp_offset(spec.stream_offset, self.assignment.start_at)
             }
+        if priorities := consumer_priorities(spec.consumer_priority):
+            arguments = {"x-priority": priorities[consumer_id % len(priorities)]}
         connection = await self._connect("consumer", consumer_id)
         consumer = Consumer(
             consumer_id=consumer_id,

@@ -362,7 +362,8 @@ def test_a_perftest_line_with_the_new_options_runs_and_records_them(
     sessions = tmp_path / "sessions"
     line = (
         f"-x 1 -X 2 -y 1 -Y 2 -q 20 -r 50 -L 2000 -vs 1000:2 -vs 2000:2 -b 20 -M 8192 "
-        f"-tnd true -tsbs 65536 -trbs 65536 --nack --requeue false -z 5 -u {unique_name}"
+        f"-tnd true -tsbs 65536 -trbs 65536 --nack --requeue false -z 5 -u {unique_name} "
+        "-qa x-max-priority=10 -mp priority=5 -ca x-priority=3"
     )
     code = main(
         ["run", "--perftest", line, "--uri", shared_uri, "--workers", "0",
@@ -376,6 +377,11 @@ def test_a_perftest_line_with_the_new_options_runs_and_records_them(
     assert (spec["publishers"], spec["publisher_channels"]) == (2, 2)
     assert (spec["consumers"], spec["consumer_channels"]) == (2, 2)
     assert (spec["heartbeat"], spec["frame_max"], spec["tcp_send_buffer"]) == (20, 8192, 65536)
+    assert (spec["max_priority"], spec["message_priority"], spec["consumer_priority"]) == (
+        10,
+        5,
+        "3",
+    )
     client = session.table(fmt.CLIENT_DIR)
     assert set(client.column("work").to_pylist()) == {2.0}
     assert set(client.column("message_size").to_pylist()) == {1000, 2000}
