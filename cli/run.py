@@ -36,6 +36,7 @@ from flowdeck.cli.common import (
 from flowdeck.cli.import_perftest import add_perftest_option, spec_from_run_args
 from flowdeck.cli.summary import add_threshold_arguments, ms_text
 from flowdeck.collectors import printable, redact
+from flowdeck.collectors.broker_uri import split_uris
 from flowdeck.engine import (
     UNCHECKED_CONNECTIONS_LIMIT,
     EventKind,
@@ -676,6 +677,8 @@ def clients_line(spec: RunSpec) -> str:
     if spec.message_size != 1000:
         parts.append(f"{spec.message_size:,} B messages")
     parts.extend(priority_parts(spec))
+    if spec.connection_allocation == "random" and len(split_uris(spec.uri)) > 1:
+        parts.append(f"connections to random nodes (allocation_seed {spec.allocation_seed})")
     tuning = [
         f"heartbeat {spec.heartbeat} s" if spec.heartbeat >= 0 else "",
         f"frame-max {spec.frame_max:,}" if spec.frame_max else "",

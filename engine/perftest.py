@@ -69,6 +69,7 @@ PERFTEST_DEFAULTS: Mapping[str, Any] = {
     "priority_distribution": "constant",
     "priority_share": 0.0,
     "consumer_priority": "",
+    "connection_allocation": "random",  # PerfTest's --connection-allocation default
     "schedule": [],
 }
 
@@ -148,6 +149,7 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     PerfTestOption("n", "ctxsize"),
     PerfTestOption("mp", "message-properties"),
     PerfTestOption("ca", "consumer-args"),
+    PerfTestOption("cal", "connection-allocation"),
     _refused("C", "pmessages", "flowdeck runs stop on time, not on a message count; use -z"),
     _refused("D", "cmessages", "flowdeck runs stop on time, not on a message count; use -z"),
     _refused("R", "consumer-rate", "flowdeck consumers take what the broker delivers"),
@@ -193,9 +195,6 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     _refused("cri", "connection-recovery-interval", "flowdeck never recovers connections"),
     _refused("sst", "servers-startup-timeout", "flowdeck checks the broker before it starts"),
     _refused("sul", "servers-up-limit", "flowdeck checks the broker before it starts"),
-    _refused(
-        "cal", "connection-allocation", "flowdeck spreads clients round-robin over the -H uris"
-    ),
     _refused("udsc", "use-default-ssl-context", "give an amqps:// uri with -h", False),
     _refused("se", "sasl-external", "flowdeck logs in with the uri's user and password", False),
     _refused("sni", "server-name-indication", "give an amqps:// uri with -h"),
@@ -429,7 +428,8 @@ def _unsupported_values(given: Sequence[_Given]) -> list[str]:
 
 
 def _unsupported_properties(given: Sequence[_Given]) -> list[str]:
-    """-mp keys other than priority, -ca keys other than x-priority."""
+    """-mp keys other than priority, -ca keys other than x-priority, -cal values other
+    than PerfTest's two."""
     problems: list[str] = []
     for long, known, reason in (
         ("message-properties", "priority", "flowdeck sets only the priority property"),
@@ -441,6 +441,9 @@ def _unsupported_properties(given: Sequence[_Given]) -> list[str]:
         others = sorted(set(parse_queue_args(_value(g))) - {known})
         if others:
             problems.append(f"{g.written} {', '.join(others)} ({reason})")
+    g = _last(given, "connection-allocation")
+    if g is not None and _value(g) not in ("random", "round-robin"):
+        problems.append(f"{g.written} {_value(g)} (PerfTest's values are random and round-robin)")
     return problems
 
 
@@ -562,8 +565,8 @@ def _map_consumer_behaviour(given: Sequence[_Given], out: dict[str, Any]) -> Non
 
 
 def _map_priorities(given: Sequence[_Given], out: dict[str, Any]) -> None:
-    """-mp priority=N as every message's priority, -ca x-priority=N as every consumer's
-    (-qa x-max-priority=N is read with the queues)."""
+    """-mp priority=N as every message's priority, -ca x-priority=N as every consumer's,
+    -cal as the connection allocation (-qa x-max-priority=N is read with the queues)."""
     if (g := _last(given, "message-properties")) is not None:
         priority = parse_queue_args(_value(g)).get("priority")
         if priority is not None:
@@ -572,6 +575,8 @@ def _map_priorities(given: Sequence[_Given], out: dict[str, Any]) -> None:
         priority = parse_queue_args(_value(g)).get("x-priority")
         if priority is not None:
             out["consumer_priority"] = str(_int(g, str(priority)))
+    if (g := _last(given, "connection-allocation")) is not None:
+        out["connection_allocation"] = _value(g)
 
 
 def _map_connection_tuning(given: Sequence[_Given], out: dict[str, Any]) -> None:

@@ -44,6 +44,8 @@ WorkDistribution = Literal["constant", "uniform", "exponential"]
 WORK_DISTRIBUTIONS: tuple[WorkDistribution, ...] = ("constant", "uniform", "exponential")
 PriorityDistribution = Literal["constant", "uniform", "share"]
 PRIORITY_DISTRIBUTIONS: tuple[PriorityDistribution, ...] = ("constant", "uniform", "share")
+ConnectionAllocation = Literal["round-robin", "random"]
+CONNECTION_ALLOCATIONS: tuple[ConnectionAllocation, ...] = ("round-robin", "random")
 #: The bounds of a consumer priority (x-priority, a signed 32-bit AMQP integer).
 CONSUMER_PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 #: The wire protocols a run's clients speak (engine/protocols.py makes their clients).
@@ -289,6 +291,20 @@ FIELDS: dict[str, FieldInfo] = {
         "highest that has prefetch room): a whole number, or several comma-separated that "
         "consumers take round-robin by number (e.g. 10,0); empty = none",
     ),
+    "connection_allocation": FieldInfo(
+        str,
+        "how clients pick a node among several uris: round-robin by client number, or random "
+        "(drawn from a seed the run header shows, so a rerun places them alike; PerfTest's "
+        "--connection-allocation)",
+        choices=CONNECTION_ALLOCATIONS,
+    ),
+    "allocation_seed": FieldInfo(
+        int,
+        "random connection allocation: the seed each client's node is drawn from; 0 = one "
+        "drawn when the run starts and recorded with its spec, so a rerun places clients alike",
+        0,
+        2**31 - 1,
+    ),
     "publisher_channels": FieldInfo(
         int,
         "publishers per connection: each publisher is a channel, this many share one "
@@ -421,6 +437,8 @@ class RunSpec:
     priority_distribution: PriorityDistribution = "constant"
     priority_share: float = 0.0
     consumer_priority: str = ""
+    connection_allocation: ConnectionAllocation = "round-robin"
+    allocation_seed: int = 0
     publisher_channels: int = 1
     consumer_channels: int = 1
     heartbeat: int = -1
@@ -603,6 +621,12 @@ class RunSpec:
             )
         self._check_consumer_behaviour()
         self._check_priorities()
+        if self.allocation_seed and self.connection_allocation != "random":
+            raise SpecError(
+                "allocation_seed",
+                "allocation_seed seeds the random connection allocation; set "
+                "connection_allocation = random, or drop allocation_seed",
+            )
         if 0 < self.frame_max < 4096:
             raise SpecError(
                 "frame_max",

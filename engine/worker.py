@@ -105,14 +105,20 @@ def node_order(
     nodes: int,
     queue_leaders: Sequence[int] = (),
     consumer_node: str = "spread",
+    allocation_seed: int = 0,
 ) -> list[int]:
     """The run's ``nodes`` node URIs (by position) in the order a client tries them:
-    round-robin by client number (as PerfTest spreads over several ``-H`` URIs). A consumer
+    round-robin by client number (PerfTest's ``--connection-allocation round-robin``), or
+    from a node drawn for the client from ``allocation_seed`` (``random``: the same seed,
+    role and client number always draw the same node, in any worker), then the next. A consumer
     placed by its queue's leader (``consumer_node``; ``queue_leaders`` per queue index, the
     position of its leader's URI) tries the nodes other than the leader first, round-robin
     among them (``off-leader``), or the leader first (``leader``): it still falls back to
     any node that is up."""
-    spread = [(client_id + i) % nodes for i in range(nodes)]
+    first = client_id
+    if allocation_seed:
+        first = random.Random(f"{allocation_seed}:{role}:{client_id}").randrange(nodes)
+    spread = [(first + i) % nodes for i in range(nodes)]
     if role != "consumer" or not queue_leaders or consumer_node == "spread" or nodes < 2:
         return spread
     leader = queue_leaders[client_id % len(queue_leaders)]
@@ -394,7 +400,12 @@ class _Worker:
         is up."""
         uris = self.assignment.uris
         order = node_order(
-            role, client_id, len(uris), self.assignment.queue_leaders, self.spec.consumer_node
+            role,
+            client_id,
+            len(uris),
+            self.assignment.queue_leaders,
+            self.spec.consumer_node,
+            self.spec.allocation_seed,
         )
         name = client_connection_name(
             self.spec.name,
@@ -433,7 +444,7 @@ class _Worker:
     def _place(self, role: str, client_id: int) -> Place:
         """Where a client of a protocol other than AMQP 0.9.1 connects (its first node)."""
         uris = self.assignment.uris
-        order = node_order(role, client_id, len(uris))
+        order = node_order(role, client_id, len(uris), allocation_seed=self.spec.allocation_seed)
         name = client_connection_name(
             self.spec.name,
             self.assignment.run_tag,

@@ -382,6 +382,8 @@ def test_a_perftest_line_with_the_new_options_runs_and_records_them(
         5,
         "3",
     )
+    # PerfTest's random connection allocation, its seed drawn and recorded for a rerun
+    assert spec["connection_allocation"] == "random" and spec["allocation_seed"] > 0
     client = session.table(fmt.CLIENT_DIR)
     assert set(client.column("work").to_pylist()) == {2.0}
     assert set(client.column("message_size").to_pylist()) == {1000, 2000}
