@@ -62,7 +62,7 @@ from flowdeck.engine.snapshot import (
     WorkerReport,
     at_ns,
 )
-from flowdeck.engine.spec import consumer_priorities, settings_of
+from flowdeck.engine.spec import RunSpec, consumer_priorities, settings_of
 from flowdeck.engine.stream.consumer import amqp_offset
 
 SNAPSHOT_INTERVAL = 1.0
@@ -97,6 +97,14 @@ async def run_worker(
     """
     worker = _Worker(assignment, emit)
     return await worker.run(commands)
+
+
+def delivery_limit(spec: RunSpec) -> int:
+    """The run's queues' delivery limit (quorum queues' x-delivery-limit), 0 for none."""
+    limit = spec.queue_args.get("x-delivery-limit", 0)
+    if spec.queue_type != "quorum" or isinstance(limit, bool) or not isinstance(limit, int):
+        return 0
+    return max(0, limit)
 
 
 def node_order(
@@ -190,7 +198,7 @@ class _Worker:
             reject=spec.reject,
             requeue=spec.requeue,
             poison=spec.poison,
-            limited="x-delivery-limit" in spec.queue_args,
+            delivery_limit=delivery_limit(spec),
         )
         self.confirm_latency = LatencySamples()
         #: End-to-end latencies by the queue they were consumed from: each queue's own

@@ -191,6 +191,31 @@ class Channel:
         self._content_body = bytearray()
         self._return_code = 0
         self._return_text = ""
+        #: Where the content header frame of the delivery being handed to the listener
+        #: starts in the buffer given with it; -1: it came in pieces and is
+        #: ``_delivery_header``. Read only by :meth:`delivery_count`, for the rare
+        #: deliveries that need more than the body.
+        self.header_at = -1
+        self._delivery_header = b""
+
+    def delivery_count(self, buffer: bytes | bytearray) -> int:
+        """The x-delivery-count header of the delivery being handed to the listener (a
+        quorum queue's count of its earlier failed deliveries), 0 when it has none; call
+        only from ``on_deliver``, with the buffer given there."""
+        if self.header_at >= 0:
+            at = self.header_at
+            size = FRAME_HEADER_STRUCT.unpack_from(buffer, at)[2]
+            raw = bytes(buffer[at : at + 8 + size])
+        else:
+            raw = self._delivery_header
+        try:
+            content = frame.unmarshal(raw)[2]
+        except (pamqp_exceptions.UnmarshalingException, ValueError, IndexError):
+            return 0
+        if not isinstance(content, header.ContentHeader):
+            return 0
+        count = (content.properties.headers or {}).get("x-delivery-count", 0)
+        return count if isinstance(count, int) and not isinstance(count, bool) else 0
 
     # -- control ------------------------------------------------------------------------
 
@@ -311,7 +336,9 @@ class Channel:
         self._content_size = -1
         self._content_body = bytearray()
 
-    def _on_header(self, body_size: int) -> None:
+    def _on_header(self, body_size: int, raw: bytes) -> None:
+        if self._content_kind == _DELIVER_CONTENT:
+            self._delivery_header = raw
         self._content_size = body_size
         if body_size == 0:
             self._content_done()
@@ -326,6 +353,7 @@ class Channel:
         body = bytes(self._content_body)
         self._content_body = bytearray()
         if kind == _DELIVER_CONTENT:
+            self.header_at = -1
             self.listener.on_deliver(
                 self._content_tag, self._content_redelivered, body, 0, len(body)
             )
@@ -564,7 +592,7 @@ class Connection(asyncio.Protocol):
                     if channel._content_kind == _NO_CONTENT:
                         self.protocol_error(f"content header without a method on {channel_id}")
                         return
-                    channel._on_header(U64.unpack_from(buf, pos + 11)[0])
+                    channel._on_header(U64.unpack_from(buf, pos + 11)[0], bytes(buf[pos : end + 1]))
                 elif ftype == FRAME_BODY:
                     if channel._content_kind == _NO_CONTENT or channel._content_size < 0:
                         self.protocol_error(f"content body without a header on {channel_id}")
@@ -606,6 +634,7 @@ class Connection(asyncio.Protocol):
                     and buf[bend] == FRAME_END
                     and buf[hend] == FRAME_END
                 ):
+                    channel.header_at = h
                     channel.listener.on_deliver(tag, redelivered, buf, b + 7, bsize)
                     return bend + 1
         channel._start_content(_DELIVER_CONTENT, tag, redelivered)
