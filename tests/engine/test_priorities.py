@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import SimpleNamespace
 from typing import Any
 from urllib.parse import quote
 
@@ -21,7 +22,7 @@ from flowdeck.engine.amqp.frames import publish_template
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.errors import SpecError
 from flowdeck.engine.perftest import spec_from_perftest
-from flowdeck.engine.publisher import is_marked
+from flowdeck.engine.publisher import Publisher, is_marked
 from flowdeck.engine.spec import RunSpec, consumer_priorities
 from flowdeck.engine.topology import queue_arguments
 from tests.engine.test_worker import base_spec
@@ -246,3 +247,35 @@ def test_the_higher_priority_consumer_takes_the_deliveries_while_it_has_room(
     by_priority = {c["x-priority"]: c["delivered"] for c in seen}
     assert set(by_priority) == {10, 0}, seen
     assert by_priority[10] >= 200 and by_priority[0] == 0, seen
+
+
+def test_a_batch_gets_each_messages_priority_drawn_as_the_distribution_says() -> None:
+    template = publish_template(
+        channel=1,
+        exchange="",
+        routing_key="q",
+        mandatory=False,
+        persistent=False,
+        publisher_id=0,
+        message_size=64,
+        frame_max=131_072,
+        priority=0,
+    )
+
+    def drawn(distribution: str, share: float = 0.0) -> list[int]:
+        publisher = SimpleNamespace(
+            _template=template,
+            priority=9,
+            priority_distribution=distribution,
+            priority_share=share,
+        )
+        batch = bytearray(template.frames) * 1000
+        Publisher._draw_priorities(publisher, batch, 0, 1000)  # type: ignore[arg-type]
+        at, size = template.priority_offset, template.size
+        return [batch[at + i * size] for i in range(1000)]
+
+    uniform = drawn("uniform")
+    assert set(uniform) == set(range(10))  # 0..9, every value drawn
+    share = drawn("share", 0.2)
+    assert share.count(9) == 200 and share.count(0) == 800
+    assert [p == 9 for p in share] == [is_marked(s, 0.2) for s in range(1000)]
