@@ -274,7 +274,7 @@ class ConsumerChannel(NullListener):
         last = (
             bool(limit)
             and requeue
-            and (bool(poison) or self.channel.delivery_count(buffer) >= limit)
+            and (bool(poison) or self.channel.delivery_count(buffer, offset) >= limit)
         )
         if (not requeue or last) and size >= 28:
             publisher, sequence, actual, _ = _unpack_body(buffer, offset)

@@ -165,6 +165,9 @@ class NullListener:
         pass
 
 
+#: The furthest back from its end a content header frame's start is looked for (its
+#: properties, headers included, are far smaller in flowdeck's runs).
+_LONGEST_HEADER = 65_536
 _NO_CONTENT = 0
 _DELIVER_CONTENT = 1
 _RETURN_CONTENT = 2
@@ -191,23 +194,33 @@ class Channel:
         self._content_body = bytearray()
         self._return_code = 0
         self._return_text = ""
-        #: Where the content header frame of the delivery being handed to the listener
-        #: starts in the buffer given with it; -1: it came in pieces and is
-        #: ``_delivery_header``. Read only by :meth:`delivery_count`, for the rare
-        #: deliveries that need more than the body.
-        self.header_at = -1
+        #: The content header frame of the last delivery that came in pieces (one that
+        #: came whole has it in the read buffer, just before its body).
         self._delivery_header = b""
 
-    def delivery_count(self, buffer: bytes | bytearray) -> int:
+    def delivery_count(self, buffer: bytes | bytearray, offset: int) -> int:
         """The x-delivery-count header of the delivery being handed to the listener (a
         quorum queue's count of its earlier failed deliveries), 0 when it has none; call
-        only from ``on_deliver``, with the buffer given there."""
-        if self.header_at >= 0:
-            at = self.header_at
-            size = FRAME_HEADER_STRUCT.unpack_from(buffer, at)[2]
-            raw = bytes(buffer[at : at + 8 + size])
-        else:
-            raw = self._delivery_header
+        only from ``on_deliver``, with its buffer and body offset.
+
+        Found from the body so that the reader does nothing more per delivery: a delivery
+        that came whole has its content header frame right before its body frame in the
+        read buffer (offset > 0), found by walking back to the frame header whose size ends
+        there; one assembled from pieces is handed over alone (offset 0) and its header
+        was kept when it came."""
+        raw = self._delivery_header
+        if offset > 0:
+            end = offset - 8  # the content header frame's end octet, before the body frame's
+            for at in range(end - 21, max(-1, end - _LONGEST_HEADER), -1):
+                if buffer[at] == FRAME_HEADER and FRAME_HEADER_STRUCT.unpack_from(buffer, at) == (
+                    FRAME_HEADER,
+                    self.id,
+                    end - at - 7,
+                ):
+                    raw = bytes(buffer[at : end + 1])
+                    break
+            else:
+                return 0
         try:
             content = frame.unmarshal(raw)[2]
         except (pamqp_exceptions.UnmarshalingException, ValueError, IndexError):
@@ -353,7 +366,6 @@ class Channel:
         body = bytes(self._content_body)
         self._content_body = bytearray()
         if kind == _DELIVER_CONTENT:
-            self.header_at = -1
             self.listener.on_deliver(
                 self._content_tag, self._content_redelivered, body, 0, len(body)
             )
@@ -634,7 +646,6 @@ class Connection(asyncio.Protocol):
                     and buf[bend] == FRAME_END
                     and buf[hend] == FRAME_END
                 ):
-                    channel.header_at = h
                     channel.listener.on_deliver(tag, redelivered, buf, b + 7, bsize)
                     return bend + 1
         channel._start_content(_DELIVER_CONTENT, tag, redelivered)

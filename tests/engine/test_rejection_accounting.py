@@ -56,17 +56,19 @@ def _content_header(headers: dict[str, object] | None) -> bytes:
 
 def test_a_delivery_says_its_failed_deliveries_before_from_its_header() -> None:
     """The x-delivery-count a quorum queue puts on a redelivery, read from the content
-    header in the read buffer (the usual case) or kept when the content came in pieces; a
-    first delivery has none (0)."""
+    header found before the body in the read buffer (the usual case) or kept when the
+    content came in pieces; a first delivery has none (0)."""
     channel = Channel(None, 1)  # type: ignore[arg-type]  # only the header is read
-    raw = _content_header({"x-delivery-count": 2})
-    buffer = bytearray(b"\x01" * 40) + raw + bytearray(b"\x03" * 10)
-    channel.header_at = 40
-    assert channel.delivery_count(buffer) == 2
-    channel.header_at = -1
+    body = bytes(range(100))
+    body_frame = bytes([3, 0, 1]) + (100).to_bytes(4, "big") + body + bytes([0xCE])
+    for headers, count in (({"x-delivery-count": 2}, 2), (None, 0), ({"a": "\x02"}, 0)):
+        # a deliver method frame before it (its bytes could look like a frame header)
+        buffer = bytearray(b"\x02\x00\x01" * 20) + _content_header(headers) + body_frame
+        offset = len(buffer) - 101  # where the body starts
+        assert channel.delivery_count(buffer, offset) == count, headers
     channel._on_header(100, _content_header(None))
     channel._content_kind = 0  # not a delivery being assembled: the header is not kept
-    assert channel.delivery_count(b"") == 0
+    assert channel.delivery_count(b"", 0) == 0
     channel._content_kind = 1
     channel._on_header(100, _content_header({"x-delivery-count": 5, "other": "x"}))
-    assert channel.delivery_count(b"") == 5
+    assert channel.delivery_count(body, 0) == 5
