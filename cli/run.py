@@ -36,6 +36,7 @@ from flowdeck.cli.common import (
 from flowdeck.cli.import_perftest import add_perftest_option, spec_from_run_args
 from flowdeck.cli.summary import add_threshold_arguments, ms_text
 from flowdeck.collectors import printable, redact
+from flowdeck.collectors.broker_uri import split_uris
 from flowdeck.engine import (
     UNCHECKED_CONNECTIONS_LIMIT,
     EventKind,
@@ -675,6 +676,9 @@ def clients_line(spec: RunSpec) -> str:
         )
     if spec.message_size != 1000:
         parts.append(f"{spec.message_size:,} B messages")
+    parts.extend(priority_parts(spec))
+    if spec.connection_allocation == "random" and len(split_uris(spec.uri)) > 1:
+        parts.append(f"connections to random nodes (allocation_seed {spec.allocation_seed})")
     tuning = [
         f"heartbeat {spec.heartbeat} s" if spec.heartbeat >= 0 else "",
         f"frame-max {spec.frame_max:,}" if spec.frame_max else "",
@@ -685,6 +689,26 @@ def clients_line(spec: RunSpec) -> str:
     ]
     parts.extend(t for t in tuning if t)
     return "; ".join(parts)
+
+
+def priority_parts(spec: RunSpec) -> list[str]:
+    """The run's priorities as the header says them: queues', messages', consumers'."""
+    parts = []
+    if spec.max_priority:
+        parts.append(f"queues keep priorities 0..{spec.max_priority}")
+    if spec.message_priority:
+        priority = spec.message_priority
+        parts.append(
+            {
+                "constant": f"message priority {priority}",
+                "uniform": f"message priority 0..{priority} (uniform)",
+                "share": f"message priority {priority} for {spec.priority_share:g} %, 0 for "
+                "the rest",
+            }[spec.priority_distribution]
+        )
+    if spec.consumer_priority:
+        parts.append(f"consumer priority {spec.consumer_priority.replace(' ', '')}")
+    return parts
 
 
 async def _follow(

@@ -64,8 +64,8 @@ class Handling:
 
     __slots__ = (
         "active",
+        "delivery_limit",
         "distribution",
-        "limited",
         "poison_seen",
         "reject",
         "requeue",
@@ -82,12 +82,13 @@ class Handling:
         reject: float = 0.0,
         requeue: bool = True,
         poison: float = 0.0,
-        limited: bool = False,
+        delivery_limit: int = 0,
     ) -> None:
         self.distribution = distribution
-        #: The queues have a delivery limit (x-delivery-limit): a poison message requeued
-        #: is dead-lettered or dropped by the broker in the end, so it is rejected for good.
-        self.limited = limited
+        #: The queues' delivery limit (quorum queues' x-delivery-limit; 0: none): a message
+        #: requeued after that many failed deliveries is dead-lettered or dropped by the
+        #: broker, so it is rejected for good; a poison message always is in the end.
+        self.delivery_limit = delivery_limit
         self.spread = spread_ms / 1000
         self.requeue = requeue
         self.work = 0.0
@@ -267,7 +268,15 @@ class ConsumerChannel(NullListener):
         requeue = handling.requeue
         if requeue:
             tally.requeued += 1
-        if (not requeue or (poison and handling.limited)) and size >= 28:
+        limit = handling.delivery_limit
+        # The broker drops (or dead-letters) a message requeued once its failed deliveries
+        # before this one (x-delivery-count) reached the limit.
+        last = (
+            bool(limit)
+            and requeue
+            and (bool(poison) or self.channel.delivery_count(buffer, offset) >= limit)
+        )
+        if (not requeue or last) and size >= 28:
             publisher, sequence, actual, _ = _unpack_body(buffer, offset)
             if actual >= consumer.run_start_ns:
                 publisher &= PUBLISHER_BITS

@@ -30,6 +30,7 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -179,6 +180,10 @@ class Controller:
             prometheus_url=broker.prometheus_url or spec.prometheus_url or None,
         )
         self.broker = broker
+        if spec.connection_allocation == "random" and not spec.allocation_seed:
+            # Drawn once for the run and kept in its spec (so recorded): a rerun of the
+            # recorded spec puts every client on the same node.
+            spec = replace(spec, allocation_seed=random.randrange(1, 2**31))
         self.spec = spec
         self._uri = broker.uri  # node 1: the run's own declarations and clean-up
         self.management_url = broker.usual_management_url

@@ -64,6 +64,12 @@ PERFTEST_DEFAULTS: Mapping[str, Any] = {
     "interval": 1,
     "publisher_channels": 1,
     "consumer_channels": 1,
+    "max_priority": 0,
+    "message_priority": 0,
+    "priority_distribution": "constant",
+    "priority_share": 0.0,
+    "consumer_priority": "",
+    "connection_allocation": "random",  # PerfTest's --connection-allocation default
     "schedule": [],
 }
 
@@ -141,6 +147,9 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     PerfTestOption("tsbs", "tcp-send-buffer-size"),
     PerfTestOption("trbs", "tcp-receive-buffer-size"),
     PerfTestOption("n", "ctxsize"),
+    PerfTestOption("mp", "message-properties"),
+    PerfTestOption("ca", "consumer-args"),
+    PerfTestOption("cal", "connection-allocation"),
     _refused("C", "pmessages", "flowdeck runs stop on time, not on a message count; use -z"),
     _refused("D", "cmessages", "flowdeck runs stop on time, not on a message count; use -z"),
     _refused("R", "consumer-rate", "flowdeck consumers take what the broker delivers"),
@@ -164,8 +173,6 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     _refused("jb", "json-body", "flowdeck bodies carry its own sequence header", False),
     _refused("bfc", "body-field-count", "flowdeck bodies carry its own sequence header"),
     _refused("bc", "body-count", "flowdeck bodies carry its own sequence header"),
-    _refused("mp", "message-properties", "flowdeck sets no extra message properties"),
-    _refused("ca", "consumer-args", "flowdeck consumes without consumer arguments"),
     _refused("sco", "stream-consumer-offset", "flowdeck stream consumers start at next"),
     _refused("smssb", "stream-max-segment-size-bytes", "set it with --queue-args instead"),
     _refused("ma", "max-age", "set x-max-age with -qa instead"),
@@ -188,9 +195,6 @@ OPTIONS: tuple[PerfTestOption, ...] = (
     _refused("cri", "connection-recovery-interval", "flowdeck never recovers connections"),
     _refused("sst", "servers-startup-timeout", "flowdeck checks the broker before it starts"),
     _refused("sul", "servers-up-limit", "flowdeck checks the broker before it starts"),
-    _refused(
-        "cal", "connection-allocation", "flowdeck spreads clients round-robin over the -H uris"
-    ),
     _refused("udsc", "use-default-ssl-context", "give an amqps:// uri with -h", False),
     _refused("se", "sasl-external", "flowdeck logs in with the uri's user and password", False),
     _refused("sni", "server-name-indication", "give an amqps:// uri with -h"),
@@ -413,12 +417,33 @@ def _unsupported_values(given: Sequence[_Given]) -> list[str]:
     for flag in _all_values(given, "flag"):
         if flag not in ("persistent", "mandatory"):
             problems.append(f"-f {flag} (flowdeck knows the flags persistent and mandatory)")
+    problems += _unsupported_properties(given)
     g = _last(given, "rate")
     if g is not None and g.values and _is_number(g.values[0]) and float(g.values[0]) == 0:
         problems.append(
             "-r 0 (in PerfTest producers then do not publish, in flowdeck rate 0 means as "
             "fast as possible; use -x 0 for no publishing, or leave -r out)"
         )
+    return problems
+
+
+def _unsupported_properties(given: Sequence[_Given]) -> list[str]:
+    """-mp keys other than priority, -ca keys other than x-priority, -cal values other
+    than PerfTest's two."""
+    problems: list[str] = []
+    for long, known, reason in (
+        ("message-properties", "priority", "flowdeck sets only the priority property"),
+        ("consumer-args", "x-priority", "flowdeck sets only the x-priority consumer argument"),
+    ):
+        g = _last(given, long)
+        if g is None:
+            continue
+        others = sorted(set(parse_queue_args(_value(g))) - {known})
+        if others:
+            problems.append(f"{g.written} {', '.join(others)} ({reason})")
+    g = _last(given, "connection-allocation")
+    if g is not None and _value(g) not in ("random", "round-robin"):
+        problems.append(f"{g.written} {_value(g)} (PerfTest's values are random and round-robin)")
     return problems
 
 
@@ -504,6 +529,7 @@ def _mapping(given: Sequence[_Given]) -> dict[str, Any]:
         out["interval"] = _int(g, _value(g), 1)
     _map_consumer_behaviour(given, out)
     _map_connection_tuning(given, out)
+    _map_priorities(given, out)
     flags = _all_values(given, "flag")
     if "persistent" in flags:
         out["persistent"] = True
@@ -536,6 +562,21 @@ def _map_consumer_behaviour(given: Sequence[_Given], out: dict[str, Any]) -> Non
         out["reject"] = 100.0
     if (g := _last(given, "requeue")) is not None:
         out["requeue"] = _bool(g)
+
+
+def _map_priorities(given: Sequence[_Given], out: dict[str, Any]) -> None:
+    """-mp priority=N as every message's priority, -ca x-priority=N as every consumer's,
+    -cal as the connection allocation (-qa x-max-priority=N is read with the queues)."""
+    if (g := _last(given, "message-properties")) is not None:
+        priority = parse_queue_args(_value(g)).get("priority")
+        if priority is not None:
+            out["message_priority"] = _int(g, str(priority), 0)
+    if (g := _last(given, "consumer-args")) is not None:
+        priority = parse_queue_args(_value(g)).get("x-priority")
+        if priority is not None:
+            out["consumer_priority"] = str(_int(g, str(priority)))
+    if (g := _last(given, "connection-allocation")) is not None:
+        out["connection_allocation"] = _value(g)
 
 
 def _map_connection_tuning(given: Sequence[_Given], out: dict[str, Any]) -> None:
@@ -610,6 +651,13 @@ def _map_queues(given: Sequence[_Given], out: dict[str, Any]) -> None:
                 f"-qa x-queue-type must be classic, quorum or stream, got {queue_type!r}",
             )
         out["queue_type"] = queue_type
+    max_priority = args.pop("x-max-priority", None)
+    if isinstance(max_priority, int) and not isinstance(max_priority, bool):
+        out["max_priority"] = max_priority
+    elif max_priority is not None:
+        raise SpecError(
+            "perftest", f"-qa x-max-priority must be a whole number, got {max_priority!r}"
+        )
     mode = args.pop("x-queue-mode", None)
     if mode == "lazy":
         out["lazy"] = True

@@ -18,6 +18,7 @@ channel, where tags start again at 1 after the messages already published.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable
 from functools import partial
@@ -28,6 +29,13 @@ from flowdeck.engine.client_base import MAX_BATCH, MIN_SLEEP, PacedPublisher
 from flowdeck.engine.samples import LatencySamples
 
 __all__ = ["MAX_BATCH", "MIN_SLEEP", "Publisher"]
+
+
+def is_marked(sequence: int, share: float) -> bool:
+    """Whether a publisher's message ``sequence`` is among ``share`` (0..1) of its messages
+    (poison, or at the high priority): when floor((s + 1) × share) passes floor(s × share),
+    so any run of messages holds the share to within one."""
+    return int((sequence + 1) * share) > int(sequence * share)
 
 
 class Publisher(PacedPublisher):
@@ -55,6 +63,9 @@ class Publisher(PacedPublisher):
         confirm_latency: LatencySamples,
         catch_up: bool = True,
         poison: float = 0.0,
+        priority: int = 0,
+        priority_distribution: str = "constant",
+        priority_share: float = 0.0,
     ) -> None:
         super().__init__(
             publisher_id=publisher_id,
@@ -69,6 +80,12 @@ class Publisher(PacedPublisher):
         #: The share of messages marked poison (0..1): sequence s is marked when
         #: floor((s + 1) × share) passes floor(s × share), so the share is exact.
         self.poison = poison / 100
+        #: Message priorities (see ``RunSpec.message_priority``): the highest, how they are
+        #: drawn, and for the share distribution the share at the highest (0..1), sequence s
+        #: high as a poison message is marked. A constant priority is in the template.
+        self.priority = priority
+        self.priority_distribution = priority_distribution if priority else "constant"
+        self.priority_share = priority_share / 100
         self.connection = connection
         self.channel = channel
         self.error: AmqpClosed | None = None
@@ -80,6 +97,9 @@ class Publisher(PacedPublisher):
             persistent=persistent,
             publisher_id=publisher_id,
             message_size=message_size,
+            priority=(priority if self.priority_distribution == "constant" else 0)
+            if priority
+            else None,
         )
         self._template = self._make_template(channel=channel.id, frame_max=connection.frame_max)
         self._waiting_writable = False
@@ -124,8 +144,24 @@ class Publisher(PacedPublisher):
         size = self._template.size
         at = self._template.fields_offset - 4  # the publisher id, before the sequence
         for i in range(count):
-            if int((sequence + i + 1) * share) > int((sequence + i) * share):
+            if is_marked(sequence + i, share):
                 batch[at + i * size] |= 0x80
+
+    def _draw_priorities(self, batch: bytearray, sequence: int, count: int) -> None:
+        """Set each message's priority of this batch: drawn evenly 0..priority (uniform), or
+        the highest for the share's messages and 0 for the rest (share)."""
+        size = self._template.size
+        at = self._template.priority_offset
+        highest = self.priority
+        if self.priority_distribution == "uniform":
+            draw = random.randint
+            for i in range(count):
+                batch[at + i * size] = draw(0, highest)
+            return
+        share = self.priority_share
+        for i in range(count):
+            if is_marked(sequence + i, share):
+                batch[at + i * size] = highest
 
     # -- the hot path -------------------------------------------------------------------
 
@@ -162,6 +198,8 @@ class Publisher(PacedPublisher):
             offset += size
         if self.poison:
             self._mark_poison(batch, sequence, count)
+        if self.priority_distribution != "constant":
+            self._draw_priorities(batch, sequence, count)
         self.connection.write(batch)
 
     # -- the channel's listener -----------------------------------------------------------

@@ -42,6 +42,12 @@ CONSUMER_NODES: tuple[ConsumerNode, ...] = ("spread", "off-leader", "leader")
 EXCHANGE_TYPES: tuple[ExchangeType, ...] = ("direct", "fanout", "topic", "headers")
 WorkDistribution = Literal["constant", "uniform", "exponential"]
 WORK_DISTRIBUTIONS: tuple[WorkDistribution, ...] = ("constant", "uniform", "exponential")
+PriorityDistribution = Literal["constant", "uniform", "share"]
+PRIORITY_DISTRIBUTIONS: tuple[PriorityDistribution, ...] = ("constant", "uniform", "share")
+ConnectionAllocation = Literal["round-robin", "random"]
+CONNECTION_ALLOCATIONS: tuple[ConnectionAllocation, ...] = ("round-robin", "random")
+#: The bounds of a consumer priority (x-priority, a signed 32-bit AMQP integer).
+CONSUMER_PRIORITY_RANGE = (-(2**31), 2**31 - 1)
 #: The wire protocols a run's clients speak (engine/protocols.py makes their clients).
 Protocol = Literal["amqp0.9.1", "stream", "amqp1.0"]
 PROTOCOLS: tuple[Protocol, ...] = ("amqp0.9.1", "stream", "amqp1.0")
@@ -252,6 +258,53 @@ FIELDS: dict[str, FieldInfo] = {
         "every queue of the run dead-letters to (x-dead-letter-exchange); flowdeck consumes "
         "it and counts each message dead-lettered; empty = none",
     ),
+    "max_priority": FieldInfo(
+        int,
+        "classic queues: the highest message priority each queue keeps apart "
+        "(x-max-priority; RabbitMQ advises 10 or less); 0 = no priorities",
+        0,
+        255,
+    ),
+    "message_priority": FieldInfo(
+        int,
+        "AMQP 0.9.1 messages' priority property: every message's (constant), the highest "
+        "drawn (uniform: evenly 0..message_priority) or the high one (share: priority_share % "
+        "of messages at message_priority, the rest at 0); 0 = no priority property",
+        0,
+        255,
+    ),
+    "priority_distribution": FieldInfo(
+        str,
+        "how each message's priority is drawn from message_priority: constant, uniform or share",
+        choices=PRIORITY_DISTRIBUTIONS,
+    ),
+    "priority_share": FieldInfo(
+        float,
+        "share distribution: the percentage of messages published at message_priority",
+        0,
+        100,
+        unit="%",
+    ),
+    "consumer_priority": FieldInfo(
+        str,
+        "consumers' priority (the x-priority consumer argument: the broker delivers to the "
+        "highest that has prefetch room): a whole number, or several comma-separated that "
+        "consumers take round-robin by number (e.g. 10,0); empty = none",
+    ),
+    "connection_allocation": FieldInfo(
+        str,
+        "how clients pick a node among several uris: round-robin by client number, or random "
+        "(drawn from a seed the run header shows, so a rerun places them alike; PerfTest's "
+        "--connection-allocation)",
+        choices=CONNECTION_ALLOCATIONS,
+    ),
+    "allocation_seed": FieldInfo(
+        int,
+        "random connection allocation: the seed each client's node is drawn from; 0 = one "
+        "drawn when the run starts and recorded with its spec, so a rerun places clients alike",
+        0,
+        2**31 - 1,
+    ),
     "publisher_channels": FieldInfo(
         int,
         "publishers per connection: each publisher is a channel, this many share one "
@@ -379,6 +432,13 @@ class RunSpec:
     poison: float = 0.0
     requeue: bool = True
     dead_letter_queue: str = ""
+    max_priority: int = 0
+    message_priority: int = 0
+    priority_distribution: PriorityDistribution = "constant"
+    priority_share: float = 0.0
+    consumer_priority: str = ""
+    connection_allocation: ConnectionAllocation = "round-robin"
+    allocation_seed: int = 0
     publisher_channels: int = 1
     consumer_channels: int = 1
     heartbeat: int = -1
@@ -560,6 +620,13 @@ class RunSpec:
                 "quorum_size", f"quorum_size applies to quorum queues, not {self.queue_type} ones"
             )
         self._check_consumer_behaviour()
+        self._check_priorities()
+        if self.allocation_seed and self.connection_allocation != "random":
+            raise SpecError(
+                "allocation_seed",
+                "allocation_seed seeds the random connection allocation; set "
+                "connection_allocation = random, or drop allocation_seed",
+            )
         if 0 < self.frame_max < 4096:
             raise SpecError(
                 "frame_max",
@@ -572,6 +639,59 @@ class RunSpec:
                 f"ack_every ({self.ack_every}) must not exceed prefetch ({self.prefetch}): "
                 "consumers would stall waiting for deliveries the broker will not send; "
                 "lower ack_every or raise prefetch",
+            )
+
+    def _check_priorities(self) -> None:
+        """Message and consumer priorities: what the queue type and protocol support."""
+        consumer_priorities(self.consumer_priority)  # SpecError when unreadable
+        if self.max_priority and "x-max-priority" in self.queue_args:
+            raise SpecError(
+                "max_priority",
+                "max_priority sets each queue's x-max-priority; drop x-max-priority from "
+                "queue_args, or max_priority",
+            )
+        distribution = self.priority_distribution
+        message = self.message_priority or distribution != "constant" or self.priority_share
+        kept = self.max_priority or "x-max-priority" in self.queue_args
+        if (message or kept) and self.queue_type != "classic":
+            name = "message_priority" if message else "max_priority"
+            raise SpecError(
+                name,
+                f"message priorities apply to classic queues (x-max-priority): {self.queue_type} "
+                "queues on RabbitMQ 3.10 deliver in order whatever the priority; set "
+                f"queue_type = classic or drop {name}",
+            )
+        if self.consumer_priority and self.queue_type == "stream":
+            raise SpecError(
+                "consumer_priority",
+                "consumer priorities apply to classic and quorum queues: every stream consumer "
+                "reads every message; drop consumer_priority",
+            )
+        if (message or self.consumer_priority) and self.protocol != "amqp0.9.1":
+            name = "message_priority" if message else "consumer_priority"
+            raise SpecError(
+                name,
+                f"{name} is set by AMQP 0.9.1 clients (protocol = amqp0.9.1), not {self.protocol}",
+            )
+        if distribution != "constant" and not self.message_priority:
+            raise SpecError(
+                "message_priority",
+                f"priority_distribution = {distribution} draws priorities up to message_priority;"
+                " set message_priority above 0",
+            )
+        if self.priority_share and distribution != "share":
+            raise SpecError(
+                "priority_share",
+                f"priority_share applies to the share distribution, not {distribution}; set "
+                "priority_distribution = share",
+            )
+        highest = self.max_priority or self.queue_args.get("x-max-priority", 0)
+        if isinstance(highest, int) and 0 < highest < self.message_priority:
+            raise SpecError(
+                "message_priority",
+                f"message_priority ({self.message_priority}) is over the queues' max priority "
+                f"({highest}): the broker would take it as {highest}; lower message_priority "
+                "or raise max_priority",
             )
 
     def _check_consumer_behaviour(self) -> None:
@@ -860,6 +980,33 @@ class _FrozenArgs(dict[str, QueueArgValue]):
     pop = _refuse  # type: ignore[assignment]
     clear = _refuse
     setdefault = _refuse  # type: ignore[assignment]
+
+
+def consumer_priorities(text: str) -> tuple[int, ...]:
+    """``consumer_priority`` read: the priorities consumers take round-robin by number
+    (empty: none). SpecError when unreadable or out of range."""
+    if not text.strip():
+        return ()
+    low, high = CONSUMER_PRIORITY_RANGE
+    out = []
+    for part in text.split(","):
+        word = part.strip()
+        try:
+            value = int(word)
+        except ValueError:
+            raise SpecError(
+                "consumer_priority",
+                "consumer_priority must be a whole number or several comma-separated (e.g. "
+                f"10,0), got {text!r}",
+            ) from None
+        if not low <= value <= high:
+            raise SpecError(
+                "consumer_priority",
+                f"consumer_priority must be {low}..{high} (a signed 32-bit x-priority), "
+                f"got {value}",
+            )
+        out.append(value)
+    return tuple(out)
 
 
 def stream_offset(text: str) -> tuple[str, int]:

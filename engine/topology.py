@@ -54,6 +54,8 @@ def queue_arguments(spec: RunSpec) -> dict[str, Any]:
         args["x-stream-max-segment-size-bytes"] = spec.stream_segment_bytes
     if spec.quorum_size:
         args["x-quorum-initial-group-size"] = spec.quorum_size
+    if spec.max_priority:
+        args["x-max-priority"] = spec.max_priority
     if spec.dead_letter_queue:  # the fanout exchange of its name (see declare)
         args["x-dead-letter-exchange"] = spec.dead_letter_queue
     if spec.leader_locator:

@@ -62,7 +62,7 @@ from flowdeck.engine.snapshot import (
     WorkerReport,
     at_ns,
 )
-from flowdeck.engine.spec import settings_of
+from flowdeck.engine.spec import RunSpec, consumer_priorities, settings_of
 from flowdeck.engine.stream.consumer import amqp_offset
 
 SNAPSHOT_INTERVAL = 1.0
@@ -99,20 +99,34 @@ async def run_worker(
     return await worker.run(commands)
 
 
+def delivery_limit(spec: RunSpec) -> int:
+    """The run's queues' delivery limit (quorum queues' x-delivery-limit), 0 for none."""
+    limit = spec.queue_args.get("x-delivery-limit", 0)
+    if spec.queue_type != "quorum" or isinstance(limit, bool) or not isinstance(limit, int):
+        return 0
+    return max(0, limit)
+
+
 def node_order(
     role: str,
     client_id: int,
     nodes: int,
     queue_leaders: Sequence[int] = (),
     consumer_node: str = "spread",
+    allocation_seed: int = 0,
 ) -> list[int]:
     """The run's ``nodes`` node URIs (by position) in the order a client tries them:
-    round-robin by client number (as PerfTest spreads over several ``-H`` URIs). A consumer
+    round-robin by client number (PerfTest's ``--connection-allocation round-robin``), or
+    from a node drawn for the client from ``allocation_seed`` (``random``: the same seed,
+    role and client number always draw the same node, in any worker), then the next. A consumer
     placed by its queue's leader (``consumer_node``; ``queue_leaders`` per queue index, the
     position of its leader's URI) tries the nodes other than the leader first, round-robin
     among them (``off-leader``), or the leader first (``leader``): it still falls back to
     any node that is up."""
-    spread = [(client_id + i) % nodes for i in range(nodes)]
+    first = client_id
+    if allocation_seed:
+        first = random.Random(f"{allocation_seed}:{role}:{client_id}").randrange(nodes)
+    spread = [(first + i) % nodes for i in range(nodes)]
     if role != "consumer" or not queue_leaders or consumer_node == "spread" or nodes < 2:
         return spread
     leader = queue_leaders[client_id % len(queue_leaders)]
@@ -184,7 +198,7 @@ class _Worker:
             reject=spec.reject,
             requeue=spec.requeue,
             poison=spec.poison,
-            limited="x-delivery-limit" in spec.queue_args,
+            delivery_limit=delivery_limit(spec),
         )
         self.confirm_latency = LatencySamples()
         #: End-to-end latencies by the queue they were consumed from: each queue's own
@@ -394,7 +408,12 @@ class _Worker:
         is up."""
         uris = self.assignment.uris
         order = node_order(
-            role, client_id, len(uris), self.assignment.queue_leaders, self.spec.consumer_node
+            role,
+            client_id,
+            len(uris),
+            self.assignment.queue_leaders,
+            self.spec.consumer_node,
+            self.spec.allocation_seed,
         )
         name = client_connection_name(
             self.spec.name,
@@ -433,7 +452,7 @@ class _Worker:
     def _place(self, role: str, client_id: int) -> Place:
         """Where a client of a protocol other than AMQP 0.9.1 connects (its first node)."""
         uris = self.assignment.uris
-        order = node_order(role, client_id, len(uris))
+        order = node_order(role, client_id, len(uris), allocation_seed=self.spec.allocation_seed)
         name = client_connection_name(
             self.spec.name,
             self.assignment.run_tag,
@@ -500,6 +519,9 @@ class _Worker:
             confirm_latency=self.confirm_latency,
             catch_up=spec.catch_up,
             poison=float(self.settings.value("poison")),
+            priority=spec.message_priority,
+            priority_distribution=spec.priority_distribution,
+            priority_share=spec.priority_share,
         )
         if self.settings.paused:
             publisher.pause()
@@ -575,6 +597,8 @@ class _Worker:
             arguments = {
                 "x-stream-offset": amqp_offset(spec.stream_offset, self.assignment.start_at)
             }
+        if priorities := consumer_priorities(spec.consumer_priority):
+            arguments = {"x-priority": priorities[consumer_id % len(priorities)]}
         connection = await self._connect("consumer", consumer_id)
         consumer = Consumer(
             consumer_id=consumer_id,

@@ -66,13 +66,15 @@ class PublishTemplate:
     """Basic.Publish + content header + body frame(s) of one message, built once.
 
     ``frames`` holds one whole message on the wire; ``fields_offset`` is where the body's
-    sequence and send times go (after the publisher id, which is fixed per publisher).
+    sequence and send times go (after the publisher id, which is fixed per publisher);
+    ``priority_offset`` is where the priority property's octet is (-1: no priority).
     Bodies larger than the negotiated frame_max are split over several body frames; the
     patched fields always sit in the first one.
     """
 
     frames: bytes
     fields_offset: int
+    priority_offset: int = -1
 
     @property
     def size(self) -> int:
@@ -89,14 +91,17 @@ def publish_template(
     publisher_id: int,
     message_size: int,
     frame_max: int,
+    priority: int | None = None,
 ) -> PublishTemplate:
+    """One message's frames; ``priority`` (0..255) sets the priority property, which
+    the publisher may then patch per message at ``priority_offset``."""
     if message_size < BODY_FIELDS_SIZE:
         raise ValueError(f"message_size must be at least {BODY_FIELDS_SIZE}, got {message_size}")
     method = frame.marshal(
         commands.Basic.Publish(exchange=exchange, routing_key=routing_key, mandatory=mandatory),
         channel,
     )
-    properties = commands.Basic.Properties(delivery_mode=2 if persistent else 1)
+    properties = commands.Basic.Properties(delivery_mode=2 if persistent else 1, priority=priority)
     content_header = frame.marshal(
         header.ContentHeader(weight=0, body_size=message_size, properties=properties), channel
     )
@@ -112,4 +117,7 @@ def publish_template(
             + bytes([FRAME_END])
         )
     fields_offset = len(method) + len(content_header) + 7 + 4
-    return PublishTemplate(b"".join(parts), fields_offset)
+    # The content header: frame header (7), class, weight, body size, property flags (14),
+    # then the properties set, in order: delivery mode (1), priority (1).
+    priority_offset = -1 if priority is None else len(method) + 7 + 14 + 1
+    return PublishTemplate(b"".join(parts), fields_offset, priority_offset)

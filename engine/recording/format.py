@@ -59,7 +59,7 @@ import pyarrow.parquet as pq
 
 from flowdeck.collectors import MANIFEST_LIMIT, UnreadableFile, read_file_json
 
-SCHEMA_VERSION = "1.9"
+SCHEMA_VERSION = "1.10"
 SCHEMA_MAJOR = 1
 
 MANIFEST = "manifest.json"

@@ -232,6 +232,48 @@ def test_delivery_limit_dead_letters_exactly_the_poison_messages(
         _drop_exchange(management_url, dead)
 
 
+def test_delivery_limit_without_a_dead_letter_exchange_drops_and_nothing_is_lost(
+    shared_uri: str, unique_name: str, management_url: str
+) -> None:
+    """Quorum queue, x-delivery-limit 2, no dead-letter exchange: the broker drops a message
+    requeued after its third delivery. Poison messages all end so; of the rest, rejected at
+    random 30 % of deliveries and requeued, those rejected three times running (2.7 %) too:
+    the consumers tell them by the x-delivery-count header, so they count as dropped, never
+    as lost, and consumed + dropped is what the broker says was published."""
+    spec = base_spec(
+        unique_name,
+        shared_uri,
+        queue_type="quorum",
+        queue_args={"x-delivery-limit": 2},
+        publishers=1,
+        consumers=2,
+        rate=250.0,
+        duration=5,
+        poison=5,
+        reject=30,
+        requeue=True,
+    )
+    controller = asyncio.run(_run_to_the_end(spec))
+    summary = controller.summary
+    assert summary is not None
+    s = summary.safety
+    print(f"\npublished {s.published}, consumed {s.consumed}, rejected {s.rejected}, "
+          f"requeued {s.requeued}, dropped {s.dropped}, lost {s.lost}")  # fmt: skip
+    assert s.published == s.confirmed > 1000
+    assert s.consumed + s.dropped == s.published
+    assert s.lost == s.dead_lettered == s.duplicates == 0
+    poison = s.published // 20  # a publisher's k messages hold floor(k / 20) poison ones
+    # ... and of the other 95 %, 0.3³ = 2.7 % were rejected at all three deliveries
+    beyond = s.dropped - poison
+    assert 0.01 * s.published < beyond < 0.05 * s.published, (s.dropped, poison)
+    main = _broker_queue(
+        management_url,
+        spec.queue_name(0),
+        lambda q: _stat(q, "publish") >= s.published and q.get("messages") == 0,
+    )
+    assert _stat(main, "publish") == s.published and main["messages"] == 0
+
+
 def test_ten_publishers_and_ten_consumers_share_one_connection_each(
     shared_uri: str, unique_name: str, management_url: str
 ) -> None:
@@ -362,7 +404,8 @@ def test_a_perftest_line_with_the_new_options_runs_and_records_them(
     sessions = tmp_path / "sessions"
     line = (
         f"-x 1 -X 2 -y 1 -Y 2 -q 20 -r 50 -L 2000 -vs 1000:2 -vs 2000:2 -b 20 -M 8192 "
-        f"-tnd true -tsbs 65536 -trbs 65536 --nack --requeue false -z 5 -u {unique_name}"
+        f"-tnd true -tsbs 65536 -trbs 65536 --nack --requeue false -z 5 -u {unique_name} "
+        "-qa x-max-priority=10 -mp priority=5 -ca x-priority=3"
     )
     code = main(
         ["run", "--perftest", line, "--uri", shared_uri, "--workers", "0",
@@ -376,6 +419,13 @@ def test_a_perftest_line_with_the_new_options_runs_and_records_them(
     assert (spec["publishers"], spec["publisher_channels"]) == (2, 2)
     assert (spec["consumers"], spec["consumer_channels"]) == (2, 2)
     assert (spec["heartbeat"], spec["frame_max"], spec["tcp_send_buffer"]) == (20, 8192, 65536)
+    assert (spec["max_priority"], spec["message_priority"], spec["consumer_priority"]) == (
+        10,
+        5,
+        "3",
+    )
+    # PerfTest's random connection allocation, its seed drawn and recorded for a rerun
+    assert spec["connection_allocation"] == "random" and spec["allocation_seed"] > 0
     client = session.table(fmt.CLIENT_DIR)
     assert set(client.column("work").to_pylist()) == {2.0}
     assert set(client.column("message_size").to_pylist()) == {1000, 2000}

@@ -1,12 +1,19 @@
-"""Consumers placed by their queue's leader (``consumer_node``): the order in which a client
-tries the run's nodes, and the refusals that need no cluster. The live placement on a
-private 3-node cluster is in tests/collectors/test_cluster_live.py."""
+"""Consumers placed by their queue's leader (``consumer_node``) and clients placed at random
+(``connection_allocation``): the order in which a client tries the run's nodes, and the
+refusals that need no cluster. The live placement on a private 3-node cluster is in
+tests/collectors/test_cluster_live.py."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
+from flowdeck.cli.run import clients_line
+from flowdeck.collectors import Broker
+from flowdeck.engine.controller import Controller
 from flowdeck.engine.errors import SpecError
+from flowdeck.engine.perftest import spec_from_perftest
 from flowdeck.engine.spec import RunSpec
 from flowdeck.engine.worker import node_order
 
@@ -45,3 +52,45 @@ def test_streams_take_no_consumer_placement() -> None:
         RunSpec(queue_type="stream", consumer_node="off-leader", prefetch=10)
     with pytest.raises(SpecError, match="consumer_node must be one of spread, off-leader"):
         RunSpec(consumer_node="elsewhere")  # type: ignore[arg-type]
+
+
+def test_random_allocation_draws_each_clients_node_from_the_seed_alone() -> None:
+    # The same seed, role and client number draw the same node in any worker or rerun;
+    # every node is drawn, and the client still moves on to the next one after it.
+    orders = {c: node_order("publisher", c, 3, allocation_seed=42) for c in range(300)}
+    assert orders == {c: node_order("publisher", c, 3, allocation_seed=42) for c in range(300)}
+    for order in orders.values():
+        assert order == [(order[0] + i) % 3 for i in range(3)]
+    firsts = [order[0] for order in orders.values()]
+    assert all(60 <= firsts.count(node) <= 140 for node in range(3)), firsts
+    assert firsts != [c % 3 for c in range(300)]  # not the round-robin
+    other = [node_order("publisher", c, 3, allocation_seed=43)[0] for c in range(300)]
+    assert other != firsts
+    consumers = [node_order("consumer", c, 3, allocation_seed=42)[0] for c in range(300)]
+    assert consumers != firsts  # a role draws its own
+    # A consumer placed by its queue's leader still goes by the leader.
+    assert node_order("consumer", 1, 3, (0, 2), "leader", allocation_seed=42)[0] == 2
+
+
+def test_a_random_allocation_run_picks_its_seed_and_keeps_it_in_its_spec() -> None:
+    uri = "amqp://guest:guest@127.0.0.1:5672/%2F,amqp://guest:guest@127.0.0.1:5673/%2F"
+    spec = RunSpec(uri=uri, connection_allocation="random")
+    controller = Controller(spec, broker=Broker.parse(uri))
+    assert controller.spec.allocation_seed > 0
+    assert controller.spec.redacted()["allocation_seed"] == controller.spec.allocation_seed
+    given = Controller(replace(spec, allocation_seed=7), broker=Broker.parse(uri))
+    assert given.spec.allocation_seed == 7  # a rerun of the recorded spec draws alike
+    assert "connections to random nodes (allocation_seed 7)" in clients_line(given.spec)
+    plain = Controller(RunSpec(uri=uri), broker=Broker.parse(uri))
+    assert plain.spec.allocation_seed == 0
+    with pytest.raises(SpecError, match="set connection_allocation = random"):
+        RunSpec(allocation_seed=3)
+
+
+def test_perftest_connection_allocation_is_random_unless_the_line_says_round_robin() -> None:
+    two = "-H amqp://u:p@one:5672,amqp://u:p@two:5673"
+    assert spec_from_perftest(two).connection_allocation == "random"
+    spec = spec_from_perftest(f"{two} -cal round-robin")
+    assert spec.connection_allocation == "round-robin"
+    with pytest.raises(SpecError, match="-cal sideways"):
+        spec_from_perftest(f"{two} -cal sideways")

@@ -4,7 +4,10 @@ message is consumed, dead-lettered (taken off the run's dead-letter queue), drop
 
 from __future__ import annotations
 
+from pamqp import commands, frame, header
+
 from flowdeck.engine.accounting import data_safety
+from flowdeck.engine.amqp.connection import Channel
 from flowdeck.engine.snapshot import Counters, SequenceRanges, WorkerReport
 
 
@@ -44,3 +47,28 @@ def test_a_message_neither_consumed_nor_rejected_is_lost_still() -> None:
     )
     safety = data_safety([report])
     assert (safety.dropped, safety.lost) == (1, 2)
+
+
+def _content_header(headers: dict[str, object] | None) -> bytes:
+    properties = commands.Basic.Properties(delivery_mode=2, headers=headers)
+    return frame.marshal(header.ContentHeader(0, 100, properties), 1)
+
+
+def test_a_delivery_says_its_failed_deliveries_before_from_its_header() -> None:
+    """The x-delivery-count a quorum queue puts on a redelivery, read from the content
+    header found before the body in the read buffer (the usual case) or kept when the
+    content came in pieces; a first delivery has none (0)."""
+    channel = Channel(None, 1)  # type: ignore[arg-type]  # only the header is read
+    body = bytes(range(100))
+    body_frame = bytes([3, 0, 1]) + (100).to_bytes(4, "big") + body + bytes([0xCE])
+    for headers, count in (({"x-delivery-count": 2}, 2), (None, 0), ({"a": "\x02"}, 0)):
+        # a deliver method frame before it (its bytes could look like a frame header)
+        buffer = bytearray(b"\x02\x00\x01" * 20) + _content_header(headers) + body_frame
+        offset = len(buffer) - 101  # where the body starts
+        assert channel.delivery_count(buffer, offset) == count, headers
+    channel._on_header(100, _content_header(None))
+    channel._content_kind = 0  # not a delivery being assembled: the header is not kept
+    assert channel.delivery_count(b"", 0) == 0
+    channel._content_kind = 1
+    channel._on_header(100, _content_header({"x-delivery-count": 5, "other": "x"}))
+    assert channel.delivery_count(body, 0) == 5

@@ -91,7 +91,7 @@ NODE_FLOW_FIGURES = (
 def test_format_1_5_reads_tick_times_nodes_queue_placement_and_flow(tmp_path: Path) -> None:
     path, start = record_ticked_run(tmp_path)
     session = open_session(path)
-    assert session.manifest.schema_version == fmt.SCHEMA_VERSION == "1.9"
+    assert session.manifest.schema_version == fmt.SCHEMA_VERSION == "1.10"
     # 1.6: the manifest lists the settings the run had, each a client-table column
     assert session.manifest.settings == RECORDED_SETTINGS
     assert [s.name for s in session.manifest.settings] == list(SETTING_COLUMNS)
