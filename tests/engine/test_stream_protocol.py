@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
-from itertools import pairwise
 from pathlib import Path
 
 import httpx
@@ -132,10 +131,14 @@ async def test_stream_protocol_run_steered_live_loses_nothing_and_counts_replays
         for s in polled
     ]
     # Each client has its own connection, but the connection listing shows one only once it
-    # emitted its first statistics, after the plugin lists its publisher or consumer (0
-    # connections for 3 clients at 3.3 s, all 3 at 6.3 s): judged where the clients the
-    # broker lists are those of the poll before.
-    settled = [now for before, now in pairwise(clients) if now[1] == before[1]]
+    # emitted its first statistics, a poll or so after the plugin lists its publisher or
+    # consumer (0 connections for 3 clients at 3.3 s, all 3 at 6.3 s): judged where the
+    # broker listed the same clients for the two polls before.
+    settled = [
+        now
+        for (_, first), (_, second), now in zip(clients, clients[1:], clients[2:], strict=False)
+        if first == second == now[1]
+    ]
     assert settled and all(connections >= listed for connections, listed in settled), clients
     assert max(connections for connections, _ in clients) >= spec.publishers + spec.consumers
     lags = [s.stream_offset_lag for s in polled if s.stream_offset_lag is not None]
