@@ -5,8 +5,14 @@ other run, live and in a replay alike (both read the broker samples)."""
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 from flowdeck.collectors.model import BrokerSample
+from flowdeck.engine.recording.reader import open_session
+from flowdeck.engine.recording.recorder import Recorder
+from flowdeck.engine.snapshot import ClientSnapshot, Counters, Settings
+from flowdeck.engine.spec import RunSpec
+from flowdeck.tui.replay import load_replay
 from flowdeck.tui.widgets.figure_strip import figures
 from flowdeck.tui.widgets.pipeline import render_pipeline, stream_line
 from tests.tui.fakes import T0
@@ -62,3 +68,37 @@ def test_no_stream_consumer_reads_as_no_lag_and_errors_are_said() -> None:
         "streams: 4 stream connections · 0 consumers, no offset lag to read · "
         "2 publishers, 12 errored"
     )
+
+
+def test_a_replay_shows_the_recorded_stream_figures(tmp_path: Path) -> None:
+    spec = RunSpec(name="stream-replay", queue_type="stream", protocol="stream", duration=3.0)
+    recorder = Recorder(tmp_path, spec, flush_seconds=0.0)
+    recorder.start(T0)
+    for second in (1, 2, 3):
+        recorder.snapshot(
+            ClientSnapshot(
+                worker=0,
+                at=T0 + second - 0.5,
+                interval=1.0,
+                counters=Counters(published=100 * second, confirmed=100 * second),
+                pending_confirms=0,
+                unacked=0,
+                connections=3,
+                blocked=0,
+                settings=Settings.of(
+                    inflight=50, prefetch=2, ack_every=1, rate=0.0, publishers=2, consumers=1
+                ),
+                target_rate=0.0,
+            )
+        )
+        recorder.tick(T0 + second)
+        recorder.broker(stream_sample(T0 + second - 0.2, lag=1_000 * second))
+    recorder.close("completed", {}, T0 + 3.0, "duration reached")
+
+    replay = load_replay(open_session(recorder.session_dir))
+    history = replay.history_at(len(replay.frames) - 1)
+    cells = {cell.name: cell for cell in figures(history)}
+    assert cells["offset lag"].value == "3000"
+    line = stream_line(history)
+    assert line is not None
+    assert "offset lag 3,000 (largest 40,000)" in line.plain
