@@ -78,6 +78,9 @@ _RUN_CHANNEL_COLUMNS = (
     "node,state,messages_unconfirmed,messages_unacknowledged,connection_details.name,name,"
     "message_stats.publish,message_stats.deliver_get,message_stats.ack"
 )
+#: What is read of the stream plugin's consumers and publishers (``/api/stream/*``).
+_STREAM_CONSUMER_COLUMNS = "queue.name,queue.vhost,offset_lag"
+_STREAM_PUBLISHER_COLUMNS = "queue.name,queue.vhost,published,confirmed,errored"
 #: The run's pipeline rates span at least this many statistics intervals.
 _RUN_RATE_INTERVALS = 2.0
 
@@ -218,6 +221,73 @@ def figures_time(last_collection: float, interval: float, now: float) -> float:
     return last_collection + ((now - last_collection) // interval) * interval
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class StreamFigures:
+    """What the stream plugin's management (``rabbitmq_stream_management``) says of a
+    vhost's streams: its stream protocol ``connections``; the stream protocol
+    ``consumers`` of the streams asked for and their ``offset_lag`` (messages between the
+    stream's last committed offset and the consumer's) summed and at its largest
+    (``offset_lag_max``, None with no consumer); the ``publishers`` and their
+    ``published``, ``confirmed`` and ``errored`` messages summed."""
+
+    connections: int
+    consumers: int
+    offset_lag: int
+    offset_lag_max: int | None
+    publishers: int
+    published: int
+    confirmed: int
+    errored: int
+
+    @classmethod
+    def of(
+        cls,
+        connections: Any,
+        consumers: Any,
+        publishers: Any,
+        *,
+        vhost: str,
+        queues: Sequence[str] | None,
+    ) -> StreamFigures:
+        """The figures from the three answers (``/api/stream/connections``, ``consumers``,
+        ``publishers``); consumers and publishers of other vhosts or streams are left out.
+        Raises :class:`ManagementAnswerError` when an answer is not a list."""
+        for path, answer in (
+            ("connections", connections),
+            ("consumers", consumers),
+            ("publishers", publishers),
+        ):
+            if not isinstance(answer, list):
+                raise ManagementAnswerError(f"management API: /api/stream/{path} is not a list")
+        wanted = None if queues is None else set(queues)
+
+        def ours(item: Any) -> bool:
+            queue = item.get("queue") if isinstance(item, Mapping) else None
+            return (
+                isinstance(queue, Mapping)
+                and queue.get("vhost", vhost) == vhost
+                and (wanted is None or queue.get("name") in wanted)
+            )
+
+        readers = [c for c in consumers if ours(c)]
+        writers = [p for p in publishers if ours(p)]
+        lags = [lag for c in readers if (lag := _number(c.get("offset_lag"))) is not None]
+
+        def total(items: list[Any], key: str) -> int:
+            return sum(_number(item.get(key)) or 0 for item in items)
+
+        return cls(
+            connections=len(connections),
+            consumers=len(readers),
+            offset_lag=sum(lags),
+            offset_lag_max=max(lags) if lags else None,
+            publishers=len(writers),
+            published=total(writers, "published"),
+            confirmed=total(writers, "confirmed"),
+            errored=total(writers, "errored"),
+        )
+
+
 class ManagementCollector:
     """Polls one broker's management API for BrokerSamples.
 
@@ -228,7 +298,9 @@ class ManagementCollector:
     cluster node's management API answers when its listener binds every interface.
     ``run_tag`` is the tag in the run's connection names (collectors/client_names.py): with
     it, samples say which of the run's publishers are in flow and where the run's messages
-    are on the broker's side (BrokerSample's ``run_*`` figures).
+    are on the broker's side (BrokerSample's ``run_*`` figures). ``streams`` adds the stream
+    plugin's figures to every full poll (BrokerSample's ``stream_*``: three more requests,
+    so only for a run to streams or over the stream protocol).
     """
 
     source = "management"
@@ -247,9 +319,14 @@ class ManagementCollector:
         statistics_interval: float | None = None,
         amqp_nodes: Sequence[tuple[str, int]] = (),
         run_tag: str = "",
+        streams: bool = False,
     ) -> None:
         self.base_url = _without_credentials(base_url)
         self.run_tag = run_tag
+        self.streams = streams
+        #: Why the stream figures are not asked for any more ("" while they are): the
+        #: stream plugin's management answered 404, it is off.
+        self._streams_absent = ""
         #: The run's channels seen so far (channel name -> its counts at its last poll),
         #: closed ones too, so the run's totals do not drop when a client reconnects.
         self._run_channels: dict[str, _ChannelCounts] = {}
@@ -408,32 +485,41 @@ class ManagementCollector:
         its connections, the consumers and their offset lag summed, the publishers and their
         published, confirmed and errored messages. Raises :class:`ManagementAnswerError`
         (a 404 when ``rabbitmq_stream_management`` is off)."""
-        wanted = set(queues)
-
-        def ours(item: Any) -> bool:
-            queue = item.get("queue") if isinstance(item, Mapping) else None
-            return (
-                isinstance(queue, Mapping)
-                and queue.get("vhost") == self.vhost
-                and queue.get("name") in wanted
-            )
-
-        connections = await self._get_json("/api/stream/connections")
-        consumers = [c for c in await self._get_json("/api/stream/consumers") if ours(c)]
-        publishers = [p for p in await self._get_json("/api/stream/publishers") if ours(p)]
-
-        def total(items: list[Any], key: str) -> int:
-            return sum(_number(item.get(key)) or 0 for item in items)
-
+        found = await self._read_stream_figures(queues)
         return {
-            "stream_connections": len(connections) if isinstance(connections, list) else 0,
-            "consumers": len(consumers),
-            "offset_lag": total(consumers, "offset_lag"),
-            "publishers": len(publishers),
-            "published": total(publishers, "published"),
-            "confirmed": total(publishers, "confirmed"),
-            "errored": total(publishers, "errored"),
+            "stream_connections": found.connections,
+            "consumers": found.consumers,
+            "offset_lag": found.offset_lag,
+            "publishers": found.publishers,
+            "published": found.published,
+            "confirmed": found.confirmed,
+            "errored": found.errored,
         }
+
+    async def _read_stream_figures(self, queues: Sequence[str] | None) -> StreamFigures:
+        """The vhost's stream connections and the stream consumers and publishers of
+        ``queues`` (None: every stream of the vhost), three small requests at once."""
+        vhost = quote(self.vhost, safe="")
+        connections, consumers, publishers = await asyncio.gather(
+            self._get_json(f"/api/stream/connections/{vhost}", {"columns": "name"}),
+            self._get_json(f"/api/stream/consumers/{vhost}", {"columns": _STREAM_CONSUMER_COLUMNS}),
+            self._get_json(
+                f"/api/stream/publishers/{vhost}", {"columns": _STREAM_PUBLISHER_COLUMNS}
+            ),
+        )
+        return StreamFigures.of(connections, consumers, publishers, vhost=self.vhost, queues=queues)
+
+    async def _poll_stream_figures(self) -> StreamFigures | None:
+        """The stream figures for a live sample: None, never an error, when the stream
+        plugin's management does not answer (a 404 when it is off: then not asked again)."""
+        if not self.streams or self._streams_absent:
+            return None
+        try:
+            return await self._read_stream_figures(self.queue_names)
+        except ManagementAnswerError as exc:
+            if exc.status == 404:
+                self._streams_absent = str(exc)
+            return None
 
     # -- policies ------------------------------------------------------------------------
 
@@ -493,7 +579,7 @@ class ManagementCollector:
         return sample
 
     async def _read_sample(self) -> BrokerSample:
-        overview, nodes, queues, channels, connections, alarms = await asyncio.gather(
+        overview, nodes, queues, channels, connections, alarms, streams = await asyncio.gather(
             self._read_overview(),
             self._read_nodes(),
             self._read_queues(),
@@ -506,9 +592,10 @@ class ManagementCollector:
                 {"columns": _RUN_CONNECTION_COLUMNS if self.run_tag else _CONNECTION_COLUMNS},
             ),
             self._read_alarms(),
+            self._poll_stream_figures(),
         )
         self._learn_endpoints(overview)
-        return self._build(overview, nodes, queues, channels, connections, alarms)
+        return self._build(overview, nodes, queues, channels, connections, alarms, streams)
 
     async def sample_alarms(self) -> BrokerSample:
         """The last figures with the alarms as the broker states them now (one request)."""
@@ -805,6 +892,7 @@ class ManagementCollector:
         channels: Any,
         connections: Any,
         alarms: Mapping[str, set[str]],
+        streams: StreamFigures | None = None,
     ) -> BrokerSample:
         if not isinstance(overview, Mapping):
             raise ManagementAnswerError("management API: /api/overview is not an object")
@@ -870,6 +958,7 @@ class ManagementCollector:
             broker_version=str(overview.get("rabbitmq_version", "")),
             erlang_version=str(overview.get("erlang_version", "")),
             **self._run_figures(listed_connections, listed_channels, now),
+            **_stream_sample_figures(streams),
         )
 
     def _run_figures(
@@ -989,6 +1078,20 @@ class FlowStates:
             channels_running=count("channels", "running"),
             channels_flow=count("channels", "flow"),
         )
+
+
+def _stream_sample_figures(streams: StreamFigures | None) -> dict[str, Any]:
+    """BrokerSample's ``stream_*`` figures (none when the stream figures were not read)."""
+    if streams is None:
+        return {}
+    return {
+        "stream_connections": streams.connections,
+        "stream_consumers": streams.consumers,
+        "stream_offset_lag": streams.offset_lag if streams.consumers else None,
+        "stream_offset_lag_max": streams.offset_lag_max,
+        "stream_publishers": streams.publishers,
+        "stream_errored": streams.errored,
+    }
 
 
 def _counter_rate(

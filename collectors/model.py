@@ -125,6 +125,16 @@ class BrokerSample:
     consumers (``deliver_get``, ``ack``), ``run_unacked`` delivered and not yet acked; the
     ``*_rate`` figures are those counts' msg/s over the last two statistics intervals or
     more. None where the source does not say, or the collector was not told the run's tag.
+
+    Stream figures, from the stream plugin's management (``/api/stream/*`` of the vhost;
+    polled only for a run to stream queues or over the stream protocol, None otherwise and
+    where the plugin does not answer): ``stream_connections`` the vhost's stream protocol
+    connections; ``stream_consumers`` the stream protocol subscriptions to the run's
+    streams and their ``stream_offset_lag`` (summed) and ``stream_offset_lag_max`` (the
+    most held back one), in messages: the stream's last committed offset less the
+    consumer's; ``stream_publishers`` the stream protocol publishers to the run's streams
+    and ``stream_errored`` the messages the broker refused them (publish errors). RabbitMQ
+    3.10 gives no segment count over HTTP or Prometheus (docs/collectors.md).
     """
 
     source: SourceName
@@ -157,6 +167,12 @@ class BrokerSample:
     run_acked: int | None = None
     run_ack_rate: float | None = None
     run_unacked: int | None = None
+    stream_connections: int | None = None
+    stream_consumers: int | None = None
+    stream_offset_lag: int | None = None
+    stream_offset_lag_max: int | None = None
+    stream_publishers: int | None = None
+    stream_errored: int | None = None
     stale_reason: str = ""
     broker_version: str = ""
     erlang_version: str = ""

@@ -39,7 +39,12 @@ clients' wire protocol and its settings in the manifest's spec (``protocol``,
 ``stream_offset``, the stream retention fields, ``sub_entry_size``, ``compression``,
 ``dedup``, ``settle_mode``, ``outcome``; a session before has none: AMQP 0.9.1) and the
 summary's ``replayed`` (stream messages read again: by another consumer or from an offset;
-0 before).
+0 before). 1.10 the manifest's spec carries priorities and connection allocation
+(``max_priority``, ``message_priority``, ``priority_distribution``, ``priority_share``,
+``consumer_priority``, ``connection_allocation``, ``allocation_seed``; none before). 1.11
+the broker table's stream figures (``stream_connections``,
+``stream_consumers``, ``stream_offset_lag``, ``stream_offset_lag_max``,
+``stream_publishers``, ``stream_errored``), polled live for runs to streams; null before.
 This module imports only pyarrow, the standard library and the collectors' bounded file
 reader (``collectors.untrusted``: a manifest linked to /dev/zero is one unreadable session,
 not the end of a listing): the Spark report job may use it and nothing else of flowdeck.
@@ -59,7 +64,7 @@ import pyarrow.parquet as pq
 
 from flowdeck.collectors import MANIFEST_LIMIT, UnreadableFile, read_file_json
 
-SCHEMA_VERSION = "1.10"
+SCHEMA_VERSION = "1.11"
 SCHEMA_MAJOR = 1
 
 MANIFEST = "manifest.json"
@@ -254,6 +259,14 @@ BROKER_SCHEMA = pa.schema(
         pa.field("run_acked", pa.int64()),
         pa.field("run_ack_rate", pa.float64()),
         pa.field("run_unacked", pa.int64()),
+        # format 1.11 (null before, and in runs without streams): the stream plugin's
+        # figures of the run's streams (management API only)
+        pa.field("stream_connections", pa.int64()),
+        pa.field("stream_consumers", pa.int64()),
+        pa.field("stream_offset_lag", pa.int64()),  # messages, summed over the consumers
+        pa.field("stream_offset_lag_max", pa.int64()),
+        pa.field("stream_publishers", pa.int64()),
+        pa.field("stream_errored", pa.int64()),
     ]
 )
 

@@ -556,6 +556,12 @@ class Session:
                     run_acked=row["run_acked"],
                     run_ack_rate=row["run_ack_rate"],
                     run_unacked=row["run_unacked"],
+                    stream_connections=row["stream_connections"],
+                    stream_consumers=row["stream_consumers"],
+                    stream_offset_lag=row["stream_offset_lag"],
+                    stream_offset_lag_max=row["stream_offset_lag_max"],
+                    stream_publishers=row["stream_publishers"],
+                    stream_errored=row["stream_errored"],
                     stale_reason=row["stale_reason"],
                 )
             )

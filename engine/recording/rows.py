@@ -136,4 +136,10 @@ def broker_row(sample: BrokerSample, started_at: float) -> Row:
         "run_acked": sample.run_acked,
         "run_ack_rate": sample.run_ack_rate,
         "run_unacked": sample.run_unacked,
+        "stream_connections": sample.stream_connections,
+        "stream_consumers": sample.stream_consumers,
+        "stream_offset_lag": sample.stream_offset_lag,
+        "stream_offset_lag_max": sample.stream_offset_lag_max,
+        "stream_publishers": sample.stream_publishers,
+        "stream_errored": sample.stream_errored,
     }

@@ -217,3 +217,25 @@ async def test_an_unreadable_socket_limit_refuses_only_a_large_run() -> None:
     with pytest.raises(FlowdeckError, match=r"opens 1000 connections .* --skip-capacity-check"):
         await large.check_capacity()
     await large.aclose()
+
+
+@pytest.mark.parametrize(
+    ("queue_type", "protocol", "streams"),
+    [("classic", "amqp0.9.1", False), ("stream", "amqp0.9.1", True), ("stream", "stream", True)],
+)
+async def test_the_stream_figures_are_polled_only_in_a_run_to_streams(
+    queue_type: str, protocol: str, streams: bool
+) -> None:
+    spec = RunSpec(queue_type=queue_type, protocol=protocol)
+    sources = BrokerSources(
+        spec,
+        broker=CollectorsBroker.parse("amqp://guest:guest@127.0.0.1:5672/%2F"),
+        on_sample=lambda sample: None,
+        on_event=lambda event: None,
+        on_range=lambda rows: None,
+    )
+    try:
+        collector = await sources._management_client()
+        assert collector.streams is streams
+    finally:
+        await sources.aclose()

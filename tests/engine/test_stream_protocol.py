@@ -6,7 +6,9 @@ reads the stream from its first offset. What is checked: the window in force is 
 clients' pending confirms show (never more than the new window after the change, more than
 it before), the credit in force is what the broker reports of the subscription, nothing
 confirmed is lost, and the second consumer's reading of what the first already read counts
-as replayed, not as duplicates.
+as replayed, not as duplicates. And the broker samples the session recorded carry the
+stream plugin's figures: every run client's stream connection, and the consumers' offset
+lag, above 0 while the credit holds the consumer back from publishers at full speed.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import pytest
 
 from flowdeck.collectors import Broker, LocalBroker
 from flowdeck.engine.controller import Controller
+from flowdeck.engine.recording.reader import open_session
 from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec, parse_schedule
 from tests.engine.updates import collect_updates
@@ -113,8 +116,40 @@ async def test_stream_protocol_run_steered_live_loses_nothing_and_counts_replays
     assert early and late
     assert max(early) == 2
     assert max(late) == 5
+
+    # The stream figures, polled with every management sample and recorded.
+    assert summary.session_dir is not None
+    polled = [
+        s
+        for s in open_session(Path(summary.session_dir)).broker_samples()
+        if s.source == "management" and not s.stale and s.stream_connections is not None
+    ]
+    assert len(polled) >= 2
+    # (stream connections, stream publishers + consumers) as the broker counted them
+    clients = [
+        (s.stream_connections or 0, (s.stream_publishers or 0) + (s.stream_consumers or 0))
+        for s in polled
+    ]
+    # Each client has its own connection, but the connection listing shows one only once it
+    # emitted its first statistics, a poll or so after the plugin lists its publisher or
+    # consumer (0 connections for 3 clients at 3.3 s, all 3 at 6.3 s): judged where the
+    # broker listed the same clients for the two polls before.
+    settled = [
+        now
+        for (_, first), (_, second), now in zip(clients, clients[1:], clients[2:], strict=False)
+        if first == second == now[1]
+    ]
+    assert settled and all(connections >= listed for connections, listed in settled), clients
+    assert max(connections for connections, _ in clients) >= spec.publishers + spec.consumers
+    lags = [s.stream_offset_lag for s in polled if s.stream_offset_lag is not None]
+    assert lags and min(lags) >= 0
+    assert max(lags) > 0  # credit 2, then 5, against two publishers at full speed
+    assert all(0 <= (s.stream_offset_lag_max or 0) <= (s.stream_offset_lag or 0) for s in polled)
+    assert {s.stream_errored for s in polled} <= {0, None}
     print(
         f"\nstream protocol: published {safety.published:,}, consumed {safety.consumed:,}, "
         f"replayed {safety.replayed:,}, lost {safety.lost}; pending before {max(before)} "
-        f"after {max(after)}; broker credits before {max(early)} after {max(late)}"
+        f"after {max(after)}; broker credits before {max(early)} after {max(late)}; "
+        f"{len(polled)} samples with stream figures, (stream connections, clients listed) "
+        f"{clients}, offset lag up to {max(lags):,}"
     )

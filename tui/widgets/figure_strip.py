@@ -2,7 +2,9 @@
 
 Charts show how figures move; an operator tuning a run, or an audience watching a demo,
 needs the number itself: msg/s published, confirmed and consumed, e2e p50 and p99, pending
-confirms, queue depth and blocked connections. Each figure carries the age of its data:
+confirms, queue depth and blocked connections, and in a run to streams the consumers'
+offset lag (the stream plugin's, with the management API's sample). Each figure carries
+the age of its data:
 engine figures come from the last tick (every second), queue depth from the broker's
 latest sample (its own clock: 5 s on a broker with RabbitMQ's default statistics interval),
 so a number that is a few seconds old says so.
@@ -94,6 +96,9 @@ def figures(history: RunHistory) -> list[Figure]:
                 stale=bool(reason),
             )
         )
+    lag = _offset_lag(history, now)
+    if lag is not None:
+        cells.append(lag)
     blocked_style = "bold reverse red" if tick.blocked else "bold"
     cells.append(
         Figure(
@@ -105,6 +110,24 @@ def figures(history: RunHistory) -> list[Figure]:
         )
     )
     return cells
+
+
+def _offset_lag(history: RunHistory, now: float) -> Figure | None:
+    """The stream consumers' offset lag, summed, from the management API's last sample;
+    None (no cell) in a run without streams, whose samples carry no stream figures."""
+    sample = history.broker.get("management")
+    if sample is None or sample.stream_connections is None:
+        return None
+    reason = stale_reason(sample, now)
+    lag = sample.stream_offset_lag
+    return Figure(
+        "offset lag",
+        "lag",
+        "–" if lag is None else human_count(lag),
+        source_age(sample, now),
+        "dim" if reason or lag is None else "bold",
+        stale=bool(reason),
+    )
 
 
 _NAMES = (

@@ -5,7 +5,8 @@ not yet taken in by the broker), in the queues, at the consumers; its messages, 
 they leave at and the wait that explains. Under it what is unconfirmed on either side, the
 publishers and connections in credit flow (per node where one has any) and one line
 saying where most of the latency waits: the answer to "latency climbs, queue depth 0,
-why?"."""
+why?". In a run to streams, one line more: the stream plugin's connections, its consumers'
+offset lag (summed and the largest) and its publishers' errored messages."""
 
 from __future__ import annotations
 
@@ -85,9 +86,34 @@ def render_pipeline(pipeline: Pipeline | None, history: RunHistory) -> Renderabl
                     style="yellow",
                 )
             )
+    streams = stream_line(history)
+    if streams is not None:
+        lines.append(streams)
     lines.append(Text(pipeline.where(), style="bold"))
     lines.append(Text(f"broker figures {max(0.0, now - pipeline.at):.1f} s old", style="dim"))
     return Group(*lines)
+
+
+def stream_line(history: RunHistory) -> Text | None:
+    """The stream plugin's figures from the management API's last sample; None in a run
+    without streams (its samples carry none)."""
+    sample = history.broker.get("management")
+    if sample is None or sample.stream_connections is None:
+        return None
+    line = Text(f"streams: {sample.stream_connections} stream connections · ")
+    consumers = sample.stream_consumers or 0
+    if sample.stream_offset_lag is None:
+        line.append(f"{consumers} consumers, no offset lag to read", style="dim")
+    else:
+        line.append(
+            f"{consumers} consumers, offset lag {sample.stream_offset_lag:,} "
+            f"(largest {_count(sample.stream_offset_lag_max)})",
+            style="bold yellow" if sample.stream_offset_lag else "",
+        )
+    errored = sample.stream_errored or 0
+    line.append(f" · {_count(sample.stream_publishers)} publishers, ")
+    line.append(f"{errored:,} errored", style="bold red" if errored else "")
+    return line
 
 
 class PipelinePanel(Static):

@@ -149,6 +149,12 @@ def broker_sample(at: float, queues: int = 3) -> BrokerSample:
         run_acked=8_650,
         run_ack_rate=865.0,
         run_unacked=50,
+        stream_connections=5,
+        stream_consumers=2,
+        stream_offset_lag=1_250,
+        stream_offset_lag_max=1_000,
+        stream_publishers=3,
+        stream_errored=0,
     )
 
 

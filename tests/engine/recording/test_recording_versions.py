@@ -78,6 +78,15 @@ FLOW_FIGURES = (
     "run_ack_rate",
     "run_unacked",
 )
+#: What format 1.11 added to a broker sample: the stream plugin's figures.
+STREAM_FIGURES = (
+    "stream_connections",
+    "stream_consumers",
+    "stream_offset_lag",
+    "stream_offset_lag_max",
+    "stream_publishers",
+    "stream_errored",
+)
 NODE_FLOW_FIGURES = (
     "connections_running",
     "connections_flow",
@@ -91,7 +100,7 @@ NODE_FLOW_FIGURES = (
 def test_format_1_5_reads_tick_times_nodes_queue_placement_and_flow(tmp_path: Path) -> None:
     path, start = record_ticked_run(tmp_path)
     session = open_session(path)
-    assert session.manifest.schema_version == fmt.SCHEMA_VERSION == "1.10"
+    assert session.manifest.schema_version == fmt.SCHEMA_VERSION == "1.11"
     # 1.6: the manifest lists the settings the run had, each a client-table column
     assert session.manifest.settings == RECORDED_SETTINGS
     assert [s.name for s in session.manifest.settings] == list(SETTING_COLUMNS)
@@ -114,6 +123,21 @@ def test_format_1_5_reads_tick_times_nodes_queue_placement_and_flow(tmp_path: Pa
     assert [getattr(samples[0], name) for name in FLOW_FIGURES] == [
         getattr(recorded, name) for name in FLOW_FIGURES
     ]
+    # the stream plugin's figures, as polled (1.11)
+    assert [getattr(samples[0], name) for name in STREAM_FIGURES] == [5, 2, 1_250, 1_000, 3, 0]
+
+
+def test_session_before_1_11_reads_with_no_stream_figures(tmp_path: Path) -> None:
+    path, _ = record_ticked_run(tmp_path)
+    for part in fmt.part_files(path / fmt.BROKER_DIR):
+        written = pq.read_table(part)
+        pq.write_table(written.drop_columns(list(STREAM_FIGURES)), part)
+    manifest = json.loads((path / fmt.MANIFEST).read_text())
+    manifest["schema_version"] = "1.10"
+    (path / fmt.MANIFEST).write_text(json.dumps(manifest))
+    sample = open_session(path).broker_samples()[0]
+    assert [getattr(sample, name) for name in STREAM_FIGURES] == [None] * 6
+    assert sample.run_unacked == 50  # what 1.10 recorded reads as it was
 
 
 def test_session_before_1_5_reads_with_no_flow_figures(tmp_path: Path) -> None:
