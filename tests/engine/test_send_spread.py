@@ -113,5 +113,12 @@ async def test_publishers_started_together_send_spread_over_the_interval(
             if isinstance(m, ClientSnapshot) and (LatencyKind.END_TO_END, basis) in m.latency
         )
         e2e[basis] = hdr.values_at_percentiles(histogram, (50.0,))[50.0] / 1000
-    assert e2e[SendBasis.INTENDED] - e2e[SendBasis.ACTUAL] < 0.2 * INTERVAL_NS / 1e6, e2e
+    # The two differ by how late the sends went out, which on a busy machine is tens of ms
+    # (52 ms with both cores taken): that lateness, measured from the sends themselves, is
+    # what the intended basis is there to show. Beyond it, what is left must be far below
+    # the half interval a shared slot would add.
+    lateness = sorted((actual - intended) / 1e6 for actual, intended in sends)
+    late_ms = lateness[len(lateness) // 2]
+    added = e2e[SendBasis.INTENDED] - e2e[SendBasis.ACTUAL]
+    assert added - late_ms < 0.2 * INTERVAL_NS / 1e6, (e2e, late_ms)
     assert report.counters.consumed == report.counters.published
