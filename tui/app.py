@@ -30,6 +30,10 @@ from flowdeck.tui.tour_share import TourShare
 #: Longest a typed-ahead key waits for the screen it was typed at to take the focus; past
 #: it the key goes where it would have gone anyway (a screen with nothing to focus).
 KEY_HOLD_LIMIT = 1.0
+#: Longest a typed-ahead key waits for the screen on top to be mounted at all; the wait for
+#: the focus (KEY_HOLD_LIMIT) starts once it is. On a busy machine a screen took more than
+#: a second to mount, and keys typed at it went to the screen below.
+KEY_MOUNT_LIMIT = 15.0
 #: How often held keys look again whether their screen is ready.
 KEY_HOLD_POLL = 0.01
 #: Nice value added to the cockpit's worker processes. On a machine short of CPU (the
@@ -95,6 +99,7 @@ class FlowdeckApp(App[None]):
         self._held_keys: deque[events.Key | events.Paste] = deque()
         self._released: set[int] = set()  # handed on, not yet back in on_event
         self._held_since = 0.0
+        self._held_first = 0.0  # when the oldest held key was typed
         self._key_in_flight: events.Key | events.Paste | None = None
         self._in_flight_since = 0.0
         self._release_timer: Timer | None = None
@@ -165,7 +170,7 @@ class FlowdeckApp(App[None]):
             self._key_in_flight is not None or self._held_keys or not self.ready_for_keys()
         ):
             if not self._held_keys:
-                self._held_since = time.monotonic()
+                self._held_since = self._held_first = time.monotonic()
             self._held_keys.append(event)
             self._arm_release()
             return
@@ -201,14 +206,25 @@ class FlowdeckApp(App[None]):
         """Hand the oldest held key on once its screen is ready (or it waited too long)."""
         if not self._held_keys or self._key_in_flight is not None or self._released:
             return
-        waited = time.monotonic() - self._held_since
-        if not self.ready_for_keys() and waited < KEY_HOLD_LIMIT:
+        now = time.monotonic()
+        if self._screen_mounting() and now - self._held_first < KEY_MOUNT_LIMIT:
+            self._held_since = now  # the wait for the focus starts once it is mounted
+            self._arm_release()
+            return
+        if not self.ready_for_keys() and now - self._held_since < KEY_HOLD_LIMIT:
             self._arm_release()
             return
         event = self._held_keys.popleft()
-        self._held_since = time.monotonic()
+        self._held_since = self._held_first = time.monotonic()
         self._released.add(id(event))
         self.post_message(event)
+
+    def _screen_mounting(self) -> bool:
+        """Whether the screen on top is still being mounted."""
+        try:
+            return not self.screen.is_mounted
+        except ScreenStackError:
+            return False
 
     def action_help(self) -> None:
         """``?`` (or F1) on any screen: the keys of the screen on top."""
