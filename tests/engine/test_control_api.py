@@ -94,7 +94,9 @@ def start_steerable_run(
             text=True,
             env=env,
         )
-    deadline = time.monotonic() + 90
+    # A bound: the endpoint is listed once the workers have booted, which for Spark-placed
+    # workers on a busy machine took longer than 80 s (the run said "still starting").
+    deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         listed = [r for r in running_runs(runs) if r.pid == process.pid]
         if listed:
