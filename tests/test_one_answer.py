@@ -176,5 +176,7 @@ def test_six_places_give_one_answer(
     assert [row["label"] for row in rows] == labels
     assert [float(row["consume mean"]) for row in rows] == [round(r[4], 3) for r in expected]
     marked = [row["phase"] for row in rows if row["recommended"]]
+    # the CSV marks the phase the figures recommend, or none when they recommend none (on a
+    # busy machine no step of this short sweep may hold, and every place then says so alike)
     best = run_figures.sweeps[0].best
-    assert best is not None and marked == [str(best.index)]
+    assert marked == ([] if best is None else [str(best.index)]), recommendation["reasoning"]
