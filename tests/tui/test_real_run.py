@@ -174,8 +174,14 @@ def test_real_app_in_tmux(
         f"env -u COLUMNS -u LINES FLOWDECK_SESSIONS_DIR={sessions} "
         f"{flowdeck} cockpit --spec {spec_file} --launch"
     )
+    # remain-on-exit: should the cockpit end early (one fresh-clone run saw its pane close
+    # after the stop, and the tmux server with it), its last screen stays to be read
     subprocess.run(
-        ["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48", command], check=True
+        [
+            *("tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "48", command),
+            *(";", "set-option", "-t", session, "remain-on-exit", "on"),
+        ],
+        check=True,
     )
     try:
         running = wait_screen(session, lambda s: "phase 0" in s and "msg/s" in s, 90)
