@@ -6,7 +6,6 @@ Also BrokerWatch's back-off and recovery, driven by the same odd server.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import Callable, Coroutine
 
@@ -21,28 +20,7 @@ from flowdeck.collectors import (
     NodeCapacity,
 )
 from flowdeck.engine import topology
-
-OVERVIEW = {
-    "rabbitmq_version": "3.10.8",
-    "erlang_version": "25.2",
-    "node": "rabbit@x",
-    "message_stats": {"publish_details": {"rate": 12.5}},
-    "object_totals": {},
-}
-NODES = [
-    {
-        "name": "rabbit@x",
-        "running": True,
-        "mem_used": 100,
-        "mem_limit": 1000,
-        "mem_alarm": False,
-        "disk_free": 5000,
-        "disk_free_limit": 50,
-        "disk_free_alarm": False,
-        "fd_used": 10,
-        "fd_total": 1024,
-    }
-]
+from tests.collectors.fake_management import quiet_answer
 
 
 class OddServer:
@@ -63,15 +41,7 @@ class OddServer:
         if self.mode == "hang":
             await asyncio.sleep(30)
         path = request.url.path
-        if path == "/api/overview":
-            return httpx.Response(200, json=OVERVIEW)
-        if path == "/api/nodes":
-            return httpx.Response(200, json=NODES)
-        if path.startswith("/api/queues/"):
-            return httpx.Response(200, json={"items": []})
-        if path == "/api/health/checks/alarms":
-            return httpx.Response(200, json={"status": "ok"})
-        return httpx.Response(200, content=json.dumps([]).encode())
+        return quiet_answer(path)
 
 
 def _collector(

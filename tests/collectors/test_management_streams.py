@@ -8,7 +8,6 @@ stream figures absent, and they are not asked for again.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import httpx
@@ -16,9 +15,8 @@ import pytest
 
 from flowdeck.collectors import ManagementAnswerError, ManagementCollector
 from flowdeck.collectors.management import StreamFigures
+from tests.collectors.fake_management import quiet_answer
 
-OVERVIEW = {"rabbitmq_version": "3.10.8", "erlang_version": "25.2", "node": "rabbit@x"}
-NODES = [{"name": "rabbit@x", "running": True}]
 CONNECTIONS = [
     {"name": "127.0.0.1:42124 -> 127.0.0.1:5552"},
     {"name": "127.0.0.1:42142 -> 127.0.0.1:5552"},
@@ -60,15 +58,7 @@ class StreamServer:
             }
             assert request.url.params.get("columns"), path  # never the whole objects
             return httpx.Response(200, json=answers[request.url.raw_path.decode().split("?")[0]])
-        if path == "/api/overview":
-            return httpx.Response(200, json=OVERVIEW)
-        if path == "/api/nodes":
-            return httpx.Response(200, json=NODES)
-        if path.startswith("/api/queues/"):
-            return httpx.Response(200, json={"items": []})
-        if path == "/api/health/checks/alarms":
-            return httpx.Response(200, json={"status": "ok"})
-        return httpx.Response(200, content=json.dumps([]).encode())
+        return quiet_answer(path)
 
     def stream_requests(self) -> int:
         return sum(path.startswith("/api/stream/") for path in self.paths)
