@@ -270,11 +270,15 @@ class ConsumerChannel(NullListener):
             tally.requeued += 1
         limit = handling.delivery_limit
         # The broker drops (or dead-letters) a message requeued once its failed deliveries
-        # before this one (x-delivery-count) reached the limit.
+        # before this one (x-delivery-count) reached the limit; a first delivery has none,
+        # so its header is not looked at.
         last = (
             bool(limit)
             and requeue
-            and (bool(poison) or self.channel.delivery_count(buffer, offset) >= limit)
+            and (
+                bool(poison)
+                or (redelivered and self.channel.delivery_count(buffer, offset) >= limit)
+            )
         )
         if (not requeue or last) and size >= 28:
             publisher, sequence, actual, _ = _unpack_body(buffer, offset)

@@ -86,6 +86,8 @@ class Publisher(PacedPublisher):
         self.priority = priority
         self.priority_distribution = priority_distribution if priority else "constant"
         self.priority_share = priority_share / 100
+        #: Each batch's priorities drawn per message (else the template's one value).
+        self._draws_priorities = self.priority_distribution != "constant"
         self.connection = connection
         self.channel = channel
         self.error: AmqpClosed | None = None
@@ -97,9 +99,8 @@ class Publisher(PacedPublisher):
             persistent=persistent,
             publisher_id=publisher_id,
             message_size=message_size,
-            priority=(priority if self.priority_distribution == "constant" else 0)
-            if priority
-            else None,
+            # None: no priority property; 0 where each message's is patched in per batch
+            priority=None if not priority else 0 if self._draws_priorities else priority,
         )
         self._template = self._make_template(channel=channel.id, frame_max=connection.frame_max)
         self._waiting_writable = False
@@ -198,7 +199,7 @@ class Publisher(PacedPublisher):
             offset += size
         if self.poison:
             self._mark_poison(batch, sequence, count)
-        if self.priority_distribution != "constant":
+        if self._draws_priorities:
             self._draw_priorities(batch, sequence, count)
         self.connection.write(batch)
 
