@@ -598,7 +598,10 @@ class _Worker:
                 "x-stream-offset": amqp_offset(spec.stream_offset, self.assignment.start_at)
             }
         if priorities := consumer_priorities(spec.consumer_priority):
-            arguments = {"x-priority": priorities[consumer_id % len(priorities)]}
+            arguments = {
+                **(arguments or {}),
+                "x-priority": priorities[consumer_id % len(priorities)],
+            }
         connection = await self._connect("consumer", consumer_id)
         consumer = Consumer(
             consumer_id=consumer_id,
