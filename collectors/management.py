@@ -969,7 +969,7 @@ class ManagementCollector:
     ) -> dict[str, Any]:
         """The BrokerSample ``run_*`` figures: the run's publishers in flow and its
         messages on the broker's side, from the connections and channels its tag names
-        (none without a tag)."""
+        (none without a tag; its messages' counts not before any of its channels is seen)."""
         if not self.run_tag:
             return {}
         clients: dict[str, tuple[ClientRole, int]] = {}
@@ -1001,6 +1001,16 @@ class ManagementCollector:
                 _number(stats.get("deliver_get")) or 0,
                 _number(stats.get("ack")) or 0,
             )
+        flow = {
+            "run_publishers": publishers,
+            "run_publishers_flow": len(in_flow),
+            "publishers_in_flow": tuple(sorted(in_flow)),
+        }
+        if not self._run_channels:
+            # None of the run's AMQP 0.9.1 channels seen yet (its clients still connecting,
+            # or speaking the stream protocol, whose connections have no such channels):
+            # what the broker took in is not known, rather than nothing.
+            return flow
         accepted = sum(c.published for c in self._run_channels.values())
         delivered = sum(c.delivered for c in self._run_channels.values())
         acked = sum(c.acked for c in self._run_channels.values())
@@ -1017,9 +1027,7 @@ class ManagementCollector:
             return max(0, count - before[index]) / (now - before[0])
 
         return {
-            "run_publishers": publishers,
-            "run_publishers_flow": len(in_flow),
-            "publishers_in_flow": tuple(sorted(in_flow)),
+            **flow,
             "run_accepted": accepted,
             "run_accept_rate": rate(1, accepted),
             "run_unconfirmed": unconfirmed,
