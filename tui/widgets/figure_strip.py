@@ -44,6 +44,9 @@ class Figure:
     age: float | None
     style: str = "bold"
     stale: bool = False
+    #: Left out below WIDE columns, where eight cells fill the strip (a ninth ran its
+    #: label into the next: ``depth 1slag 1s`` at 80 columns).
+    wide_only: bool = False
 
     def age_text(self, wide: bool) -> str:
         if self.age is None:
@@ -127,6 +130,7 @@ def _offset_lag(history: RunHistory, now: float) -> Figure | None:
         source_age(sample, now),
         "dim" if reason or lag is None else "bold",
         stale=bool(reason),
+        wide_only=True,
     )
 
 
@@ -165,7 +169,7 @@ class FigureStrip(Static):
     def show(self, history: RunHistory) -> None:
         wide = self.size.width >= WIDE
         table = Table.grid(expand=True)
-        cells = figures(history)
+        cells = [cell for cell in figures(history) if wide or not cell.wide_only]
         for _ in cells:
             table.add_column(justify="left", no_wrap=True, overflow="ellipsis", ratio=1)
         table.add_row(*(Text(cell.value, style=cell.style) for cell in cells))

@@ -50,7 +50,8 @@ def render_pipeline(pipeline: Pipeline | None, history: RunHistory) -> Renderabl
         lines.append(
             Text(
                 "before the queues: not known (the management API says what the run's "
-                "channels took in; Prometheus does not)",
+                "AMQP 0.9.1 channels took in, once it lists them; stream protocol clients "
+                "have none, and Prometheus does not say)",
                 style="dim",
             )
         )
