@@ -5,10 +5,13 @@ link credit (prefetch) steered while the run goes. What is checked: the window i
 what each sender's unsettled deliveries show right after each of its sends, their high-water
 mark (never more than the new window after the change, more before: a once-a-second tick
 catches the count between sends and settlements, which on a machine whose settlements came
-back within 6 ms held no more than the new window at any tick); the credit in force shows
-in the receiver taking a smaller share of what was sent at credit 1 than at 20 (and the
-broker's count of the queue's messages growing); nothing confirmed is lost (the credit is
-raised again for the last phase, so the queue drains).
+back within 6 ms held no more than the new window at any tick); the credit in force is
+what the receiver's link holds right after each top-up (never more than 1 once the change
+reached it, more before), and shows in the broker's count of the queue's messages growing;
+nothing confirmed is lost (the credit is raised again for the last phase, so the queue
+drains). How much of what was sent the receiver takes is not judged: with the suite beside
+it the receiver, on the senders' loop, took 0.42 at credit 20 and 0.42 at credit 1, both
+bound by the CPU rather than by the credit.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import httpx
 import pytest
 
 from flowdeck.collectors import Broker, LocalBroker
-from flowdeck.engine.amqp10.clients import Amqp10Sender
+from flowdeck.engine.amqp10.clients import Amqp10Receiver, Amqp10Sender
 from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind
 from flowdeck.engine.run_recording import RunRecording
@@ -67,6 +70,19 @@ def _high_water(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, int, int]]
     return marks
 
 
+def _credit(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, int]]:
+    """The receiver link's credit right after each top-up, with the loop's time."""
+    credits: list[tuple[float, int]] = []
+    top_up = Amqp10Receiver._top_up
+
+    def _top_up(self: Amqp10Receiver) -> None:
+        top_up(self)
+        credits.append((self.amqp.loop.time(), self.link.credit))
+
+    monkeypatch.setattr(Amqp10Receiver, "_top_up", _top_up)
+    return credits
+
+
 async def test_amqp10_run_steered_live_loses_nothing(
     node: LocalBroker, tmp_path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -102,6 +118,7 @@ async def test_amqp10_run_steered_live_loses_nothing(
     )
     events, ticks = collect_updates(controller)
     marks = _high_water(monkeypatch)
+    credits = _credit(monkeypatch)
     ready: list[tuple[float, int]] = []
     stop = asyncio.Event()
     await controller.start()
@@ -136,17 +153,13 @@ async def test_amqp10_run_steered_live_loses_nothing(
     assert {t.settings.inflight for t in ticks if 7 <= t.elapsed < 14} == {3}
     assert {t.settings.prefetch for t in ticks if 7 <= t.elapsed < 10} == {1}
 
-    # The credit: at 1 the receiver falls behind the senders, and the broker's count of the
-    # queue's messages grows; at 20 (and at 50 after) it kept up — on a quiet machine. On a
-    # busy one the receiver, on the senders' loop, may fall behind at 20 as well (4,020 of
-    # 7,620 with both cores taken), so the credit's effect is judged as the share of what
-    # was sent that the receiver took at 1 against that share at 20, in the same run.
-    def taken(low: float, high: float) -> float:
-        phase = [t for t in ticks if low <= t.elapsed < high]
-        return sum(t.consume_rate for t in phase) / sum(t.publish_rate for t in phase)
-
-    at_20, at_1 = taken(1, 6), taken(7, 10)
-    assert at_1 < 0.8 * min(at_20, 1.0)
+    # The credit: up to 20 before the change, never above 1 once it reached the receiver
+    # (the credit given before the change is used first), and the broker's count of the
+    # queue's messages grows while the receiver takes one delivery per round trip.
+    credit_before = [n for at, n in credits if 1 <= at - began < 6]
+    credit_after = [n for at, n in credits if 7 <= at - began < 9]
+    assert credit_before and credit_after
+    assert max(credit_after) <= 1 < max(credit_before) <= 20
     early = [n for at, n in ready if at - began < 6]
     late = [n for at, n in ready if 9 <= at - began < 10.5]
     assert early and late, [(round(at - began, 1), n) for at, n in ready]
@@ -155,6 +168,6 @@ async def test_amqp10_run_steered_live_loses_nothing(
         f"\nAMQP 1.0: published {safety.published:,}, consumed {safety.consumed:,}, lost "
         f"{safety.lost}; unsettled high-water a sender before {max(before)} after "
         f"{max(after)}; in the queue at credit 20 at most {max(early)}, at credit 1 "
-        f"{max(late)}; consume/publish "
-        f"at credit 20 {at_20:.2f}, at credit 1 {at_1:.2f}"
+        f"{max(late)}; link credit at most {max(credit_before)} before, "
+        f"{max(credit_after)} after"
     )
