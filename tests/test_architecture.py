@@ -9,6 +9,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+import pytest
+
 from tests.package_layout import make_layout
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +45,7 @@ def test_spark_reports_reads_sessions_only_through_the_format_module() -> None:
                 assert name == "flowdeck.engine.recording.format", f"{path.name} imports {name}"
 
 
+@pytest.mark.slow
 def test_core_and_headless_cli_work_without_textual() -> None:
     """Block Textual at import time, import every core module and run a headless command."""
     code = """

@@ -186,6 +186,7 @@ def delimiter_user() -> Iterator[tuple[str, str]]:
             api.delete(f"/api/users/{user}")
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(300)
 def test_a_password_with_every_delimiter_connects_and_is_masked_everywhere(
@@ -238,6 +239,7 @@ def test_a_password_with_every_delimiter_connects_and_is_masked_everywhere(
     assert_nowhere(password, outputs, sessions)
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 def test_management_password_from_file_and_environment(tmp_path: Path) -> None:
     good, bad = tmp_path / "good", tmp_path / "bad"

@@ -94,6 +94,7 @@ def test_the_presets_listing_is_what_flowdeck_presets_prints() -> None:
     assert shown and all(line in printed for line in shown), set(shown) - set(printed)
 
 
+@pytest.mark.slow
 @pytest.mark.private_broker
 @pytest.mark.timeout(240)
 def test_every_run_listing_has_the_shape_of_what_a_run_prints(tmp_path: Path) -> None:

@@ -157,6 +157,7 @@ async def _until(what: Callable[[], object], limit: float = 120.0) -> None:
         await asyncio.sleep(0.2)
 
 
+@pytest.mark.slow
 @pytest.mark.private_broker
 @pytest.mark.timeout(420)
 async def test_a_live_change_takes_effect_on_the_node_and_opens_its_phase(

@@ -101,6 +101,7 @@ async def sockets_total(node: LocalBroker) -> int:
     return topology.free_sockets(nodes)[1]
 
 
+@pytest.mark.slow
 async def test_a_run_right_after_a_socket_heavy_one_is_not_refused_on_stale_figures(
     node: LocalBroker, unique_name: str
 ) -> None:
@@ -228,6 +229,7 @@ async def management_connections(node: LocalBroker, role: str) -> int:
     return sum(1 for c in answer.json() if f" {role} " in str(c.get("user_provided_name")))
 
 
+@pytest.mark.slow
 async def test_a_change_past_the_socket_limit_warns_first_and_records_what_opened(
     node: LocalBroker, unique_name: str, tmp_path: Path
 ) -> None:

@@ -76,6 +76,7 @@ def test_bad_input_is_one_line_and_exit_2(args: list[str], message: str) -> None
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(180)
 def test_a_scaled_sweep_preset_runs_end_to_end_with_json(
@@ -143,6 +144,7 @@ def test_the_matrix_gives_each_run_its_length(
     assert lengths == {"bench2-sweep": sweep, "bench2-mirrored-noconfirms": no_confirms}
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(180)
 def test_step_holds_each_phase_that_long_and_the_duration_follows(

@@ -51,6 +51,7 @@ def test_work_is_a_live_setting_in_milliseconds() -> None:
         parse_change("work=5 parsecs")
 
 
+@pytest.mark.slow
 async def test_work_time_sets_the_consume_rate_and_prefetch_one_waits_for_each_ack(
     shared_uri: str, unique_name: str
 ) -> None:
@@ -129,6 +130,7 @@ def _drop_exchange(management_url: str, name: str) -> None:
         api.delete(f"/api/exchanges/%2F/{quote(name, safe='')}")
 
 
+@pytest.mark.slow
 def test_ten_percent_rejected_without_requeue_add_up_with_the_dead_letter_queue(
     shared_uri: str, unique_name: str, management_url: str
 ) -> None:
@@ -184,6 +186,7 @@ def test_ten_percent_rejected_without_requeue_add_up_with_the_dead_letter_queue(
         _drop_exchange(management_url, dead)
 
 
+@pytest.mark.slow
 def test_delivery_limit_dead_letters_exactly_the_poison_messages(
     shared_uri: str, unique_name: str, management_url: str
 ) -> None:
@@ -232,6 +235,7 @@ def test_delivery_limit_dead_letters_exactly_the_poison_messages(
         _drop_exchange(management_url, dead)
 
 
+@pytest.mark.slow
 def test_delivery_limit_without_a_dead_letter_exchange_drops_and_nothing_is_lost(
     shared_uri: str, unique_name: str, management_url: str
 ) -> None:

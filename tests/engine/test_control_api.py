@@ -301,6 +301,7 @@ def test_bad_requests_get_one_line_4xx_and_the_run_goes_on(run: SteeredRun) -> N
         assert ticks_advance(api)
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 def test_the_api_fuzzed_from_its_openapi_description_gives_no_5xx(run: SteeredRun) -> None:

@@ -140,6 +140,7 @@ def in_force(run: SteeredRun) -> dict[str, int]:
     return settings
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(240)
 def test_steer_without_a_run_acts_only_on_the_run_of_its_own_sessions_directory(
@@ -204,6 +205,7 @@ def test_many_changes_go_in_one_request_and_each_says_when_it_was_in_force(
 # -- slow clients ------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(180)
 def test_slow_loris_connections_are_closed_and_a_normal_request_still_answers(

@@ -66,6 +66,7 @@ async def test_fixed_rate_is_achieved_and_nothing_is_lost(
     assert summary.latency  # measured, merged over the run
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 async def test_a_change_mid_run_is_applied_in_every_worker(
     shared_uri: str, unique_name: str, workers: int

@@ -109,6 +109,7 @@ async def test_stop_early_and_requests_after_the_end(shared_uri: str, unique_nam
     assert await c.stop() == summary  # stopping twice gives the same summary
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 async def test_a_failing_worker_ends_the_run_as_failed_with_its_reason(
     shared_uri: str, unique_name: str, workers: int
@@ -126,6 +127,7 @@ async def test_unreachable_broker_is_refused_at_start(unique_name: str) -> None:
         await c.start()
 
 
+@pytest.mark.slow
 async def test_more_connections_than_the_broker_has_sockets_for_is_refused(
     shared_uri: str, unique_name: str
 ) -> None:

@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STOP_SECONDS = 7.0
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(150)
 def test_a_stopped_controller_is_recorded_as_a_stall_with_the_workers_figures(

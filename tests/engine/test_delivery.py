@@ -32,6 +32,7 @@ def flowdeck_run(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(150)
 def test_a_run_whose_messages_route_nowhere_ends_non_zero_saying_where(

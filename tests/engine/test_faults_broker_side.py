@@ -56,6 +56,7 @@ def spec_for(unique_name: str, **fields: object) -> RunSpec:
     return RunSpec(**values)  # type: ignore[arg-type]
 
 
+@pytest.mark.slow
 async def test_queue_deleted_under_the_run(shared_uri: str, unique_name: str) -> None:
     spec = spec_for(unique_name)
     queue = spec.queue_name(0)
@@ -85,6 +86,7 @@ async def test_queue_deleted_under_the_run(shared_uri: str, unique_name: str) ->
     print(f"\nqueue deleted: {s}")
 
 
+@pytest.mark.slow
 async def test_exchange_deleted_closes_publisher_channels(
     shared_uri: str, unique_name: str
 ) -> None:
@@ -128,6 +130,7 @@ async def test_exchange_deleted_closes_publisher_channels(
     print(f"\nexchange deleted: {s}")
 
 
+@pytest.mark.slow
 async def test_connection_closed_by_the_broker(shared_uri: str, unique_name: str) -> None:
     spec = spec_for(unique_name, name=f"forced-{unique_name[-6:]}")
 

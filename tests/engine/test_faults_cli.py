@@ -101,6 +101,7 @@ def test_malformed_spec_file_names_the_problem(tmp_path: Path) -> None:
     assert "rate must be a number, got 'fast'" in one_line_error(result)
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 def test_more_connections_than_the_broker_has_sockets_for_is_refused(unique_name: str) -> None:

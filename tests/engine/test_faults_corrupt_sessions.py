@@ -105,6 +105,7 @@ def test_the_uncorrupted_session_reads_without_problems(good_session: Path) -> N
     assert len(session_files(good_session)) >= 8  # manifest, events, several parts
 
 
+@pytest.mark.slow
 @settings(
     max_examples=120,
     deadline=None,
@@ -211,6 +212,7 @@ _manifest_keys = st.sampled_from(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150,
     deadline=None,

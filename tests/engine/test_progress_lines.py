@@ -74,6 +74,7 @@ def _busy_loops(seconds: float) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-c", code]) for _ in range(os.cpu_count() or 2)]
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 def test_one_progress_line_per_second_under_cpu_load(shared_uri: str, unique_name: str) -> None:

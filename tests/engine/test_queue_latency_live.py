@@ -24,6 +24,7 @@ from tests.engine.test_worker import base_spec
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
 
+@pytest.mark.slow
 def test_the_queue_whose_consumers_fall_behind_has_the_worst_p99(
     shared_uri: str, unique_name: str, tmp_path: Path
 ) -> None:

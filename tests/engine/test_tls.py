@@ -147,6 +147,7 @@ def test_verify_parameter_must_be_known() -> None:
 # -- against the TLS node --------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.private_broker
 @pytest.mark.timeout(300)
 async def test_amqps_with_ca_and_client_certificate_connects(
@@ -219,6 +220,7 @@ def flowdeck(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
 RUN = ["run", "--duration", "3", "--rate", "50", "--workers", "0", "--no-record", "--drain", "1"]
 
 
+@pytest.mark.slow
 @pytest.mark.private_broker
 @pytest.mark.timeout(300)
 def test_flowdeck_run_over_amqps_and_https_with_client_certificate(
@@ -241,6 +243,7 @@ def test_flowdeck_run_over_amqps_and_https_with_client_certificate(
     assert "warning" not in result.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.private_broker
 @pytest.mark.timeout(300)
 def test_insecure_runs_and_is_loud_about_it(

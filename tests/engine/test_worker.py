@@ -154,6 +154,7 @@ async def test_fixed_rate_is_achieved_and_nothing_is_lost(
     assert all(s.latency for s in run.snapshots)
 
 
+@pytest.mark.slow
 async def test_inflight_limit_caps_unconfirmed_messages(
     shared_uri: str, unique_name: str, management_url: str
 ) -> None:
@@ -222,6 +223,7 @@ async def test_inflight_limit_caps_unconfirmed_messages(
     assert lost(report) == 0
 
 
+@pytest.mark.slow
 async def test_prefetch_change_is_in_force_for_every_consumer(
     shared_uri: str, unique_name: str, management_url: str
 ) -> None:
@@ -325,6 +327,7 @@ async def test_quorum_and_stream_runs(shared_uri: str, unique_name: str, queue_t
     assert not report.errors
 
 
+@pytest.mark.slow
 async def test_clients_added_and_removed_live(shared_uri: str, unique_name: str) -> None:
     spec = base_spec(unique_name, shared_uri, queues=2, publishers=2, consumers=2, rate=100.0)
 

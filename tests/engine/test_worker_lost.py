@@ -44,6 +44,7 @@ def _spawned() -> set[psutil.Process]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 async def test_a_killed_worker_leaves_incomplete_figures_and_no_false_loss(

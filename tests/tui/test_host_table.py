@@ -39,6 +39,7 @@ def by_worker(rows: tuple[HostRow, ...]) -> dict[int, HostRow]:
     return {row.worker: row for row in rows}
 
 
+@pytest.mark.slow
 async def test_hosts_tab_shows_each_worker_now_and_a_lost_one_as_lost() -> None:
     fake = FakeControl(workers=2, snapshots=True)
     app = FlowdeckApp(control=fake)
@@ -175,6 +176,7 @@ def errors(screen: LaunchScreen) -> dict[str, str]:
     }
 
 
+@pytest.mark.slow
 async def test_the_listen_address_and_tls_are_checked_as_run_checks_them(
     tmp_path: Path, prepared: list[Any]
 ) -> None:
@@ -296,6 +298,7 @@ def test_hosts_tab_160x48(snap_compare: Any) -> None:
     assert snap_compare(app, terminal_size=(160, 48), run_before=run_before)
 
 
+@pytest.mark.slow
 def test_hosts_tab_80x24(snap_compare: Any) -> None:
     app, fake = hosts_app()
 

@@ -81,6 +81,7 @@ async def test_two_bursts_keep_their_order_across_screens() -> None:
         ]
 
 
+@pytest.mark.slow
 async def test_prompt_history_walks_back_with_up() -> None:
     fake = FakeControl()
     app = FlowdeckApp(control=fake)
@@ -104,6 +105,7 @@ async def test_prompt_history_walks_back_with_up() -> None:
         assert app.change_history == ["inflight=50", "prefetch=60", "inflight=50"]
 
 
+@pytest.mark.slow
 async def test_form_typed_ahead_while_the_launch_screen_opens() -> None:
     """Tab to the publishers field and type 500 before the screen is up: the form gets
     500 (it used to get nothing: "publishers must be a number, got ''")."""

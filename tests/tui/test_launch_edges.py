@@ -45,6 +45,7 @@ def one_worker_spec(uri: str, name: str) -> RunSpec:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 async def test_a_launch_takes_the_workers_the_launch_screen_booted(
@@ -126,6 +127,7 @@ async def settled_hints(pilot: object, app: FlowdeckApp) -> list[str]:
     )
 
 
+@pytest.mark.slow
 async def test_the_footer_drops_whole_hints_from_the_end_at_80_columns() -> None:
     app = FlowdeckApp()
     app.worker_pool.close()  # nothing is launched here

@@ -26,6 +26,7 @@ def error_of(screen: LaunchScreen) -> str:
     return str(screen.query_one("#error-spark_master", Static).render())
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(60)
 async def test_the_spark_master_typed_reaches_the_run(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from flowdeck.engine.change import Change, Setting
@@ -87,6 +88,7 @@ async def test_every_steering_key_reaches_the_run() -> None:
         assert "publishers 5" in shown and "consumers 3" in shown
 
 
+@pytest.mark.slow
 async def test_exact_value_prompt_validates_before_sending() -> None:
     fake = FakeControl()
     app = FlowdeckApp(control=fake)
@@ -108,6 +110,7 @@ async def test_exact_value_prompt_validates_before_sending() -> None:
         assert fake.requests == [Change(Setting.PREFETCH, 60)]
 
 
+@pytest.mark.slow
 async def test_change_the_run_refuses_is_shown_not_sent() -> None:
     fake = FakeControl()
     app = FlowdeckApp(control=fake)
@@ -165,6 +168,7 @@ async def test_stale_source_is_marked_with_its_reason() -> None:
         assert "age 2.0s" in str(gauges.border_title)
 
 
+@pytest.mark.slow
 async def test_stop_asks_then_shows_the_summary() -> None:
     fake = FakeControl()
     app = FlowdeckApp(control=fake)
@@ -185,6 +189,7 @@ async def test_stop_asks_then_shows_the_summary() -> None:
         assert "/tmp/flowdeck-sessions/20240101-000000-fake" in shown
 
 
+@pytest.mark.slow
 async def test_help_lists_every_key_of_the_table() -> None:
     from flowdeck.tui.keys import KEY_TABLE
 

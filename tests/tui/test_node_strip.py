@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 
+import pytest
+
 from flowdeck.collectors.model import BrokerSample, NodeSample, QueueSample
 from flowdeck.engine.change import NodeFault
 from flowdeck.tui.app import FlowdeckApp
@@ -121,6 +123,7 @@ async def test_the_strip_shows_each_node_and_hides_for_one_node() -> None:
         assert "MEMORY ALARM" not in strip_text(strip)
 
 
+@pytest.mark.slow
 async def test_the_node_key_asks_which_node_confirms_and_hands_on_the_fault() -> None:
     fake = ClusterRun()
     fake.running[NAMES[2]] = False
@@ -155,6 +158,7 @@ async def test_the_node_key_asks_which_node_confirms_and_hands_on_the_fault() ->
         assert len(fake.faults) == 2 and not isinstance(app.screen, NodeFaultPrompt)
 
 
+@pytest.mark.slow
 async def test_on_a_namespace_cluster_the_node_key_also_cuts_a_node_off_and_heals_it() -> None:
     fake = ClusterRun(partitionable=True)
     fake.cut = frozenset({NAMES[0]})

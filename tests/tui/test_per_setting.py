@@ -116,6 +116,7 @@ def test_the_chart_marks_what_is_not_a_candidate() -> None:
         assert "6.52 s" in lines["5"] and "9.02 ms" in lines["50"]
 
 
+@pytest.mark.slow
 async def test_full_screen_view_has_every_reason_and_the_whole_reasoning() -> None:
     """``T`` at 80x24: the per-setting table full screen with each row's verdict and its
     reason, the chart, and every line of the recommendation's reasoning; it scrolls, and

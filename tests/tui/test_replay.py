@@ -126,6 +126,7 @@ def test_frames_hold_what_was_recorded(recorded: Path) -> None:
     assert [e.message for f in replay.frames for e in f.events][-1] == "phase 1: inflight=200"
 
 
+@pytest.mark.slow
 async def test_replay_screen_plays_pauses_and_seeks(recorded: Path) -> None:
     replay = load_replay(open_session(recorded))
     app = FlowdeckApp()
@@ -168,6 +169,7 @@ async def test_replay_screen_plays_pauses_and_seeks(recorded: Path) -> None:
         assert " at " not in header, header
 
 
+@pytest.mark.slow
 async def test_replay_shows_the_per_host_and_per_setting_tabs(recorded: Path) -> None:
     """The recording's two workers are two host rows at the replay's position, and the
     per-setting table judges the phases replayed so far, as they were live."""
@@ -199,6 +201,7 @@ async def test_replay_shows_the_per_host_and_per_setting_tabs(recorded: Path) ->
         assert len(names) == 2 and "200" in names[1], names
 
 
+@pytest.mark.slow
 async def test_sessions_screen_lists_and_opens_a_replay(recorded: Path) -> None:
     from flowdeck.tui.screens.sessions import SessionsScreen
 

@@ -216,6 +216,7 @@ async def test_l_without_a_report_says_where_it_looked(tmp_path: Path) -> None:
         assert any(f"no report yet in {tmp_path / 'reports'}" in m for m in said), said
 
 
+@pytest.mark.slow
 async def test_g_on_the_live_screen_waits_for_the_run_then_reports_and_shows_a_failure(
     tmp_path: Path,
 ) -> None:
@@ -284,6 +285,7 @@ def test_report_screen_80x24(
     assert snap_compare(app, terminal_size=(80, 24), run_before=show_report)  # type: ignore[operator]
 
 
+@pytest.mark.slow
 async def test_g_on_the_summary_reports_on_the_session_the_run_recorded(tmp_path: Path) -> None:
     """A run that ends normally leaves the live screen for its summary: g there starts the
     job on the run's session, as g does on the live screen after a failed run."""

@@ -89,6 +89,7 @@ def test_a_failing_threshold_exits_99_and_junit_names_it(
     assert passed == ["lost == 0"]
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 def test_passing_thresholds_exit_0_with_a_json_summary_a_script_can_trust(

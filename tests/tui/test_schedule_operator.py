@@ -53,6 +53,7 @@ async def wait_for(pilot: object, condition: Callable[[], bool], seconds: float 
         await pilot.pause(0.1)  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 async def test_operator_change_pauses_the_schedule_and_s_resumes_it(

@@ -77,6 +77,7 @@ def test_runs_lists_the_run_and_steer_says_when_changes_are_in_force(
     assert (in_force["inflight"], in_force["prefetch"], in_force["rate"]) == (120, 15, 150)
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.tmux
 @pytest.mark.timeout(150)

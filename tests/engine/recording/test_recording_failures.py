@@ -256,6 +256,7 @@ def test_cli_with_a_read_only_sessions_dir_says_so_before_the_load_and_names_no_
     assert os.listdir(read_only_dir) == []
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 def test_cli_says_at_once_when_the_session_is_removed_mid_run(
@@ -302,6 +303,7 @@ def test_cli_says_at_once_when_the_session_is_removed_mid_run(
     assert not session.exists()  # nothing re-created it
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 async def test_the_run_records_the_trouble_as_an_event_when_it_happens(
