@@ -93,6 +93,8 @@ class FlowdeckApp(App[None]):
         self.worker_pool = WorkerPool(niceness=WORKER_NICENESS).install()
         #: Whether the launch screen is the app's first (a tour's watcher has none).
         self.opens_launch = True
+        #: The launch form is still to open, once the run's screen above is closed.
+        self._launch_when_uncovered = False
         #: Changes typed at the change prompt this session, oldest first (its up/down keys).
         self.change_history: list[str] = []
         # Keys typed while a screen opens wait here, in order, until it has the focus.
@@ -103,6 +105,16 @@ class FlowdeckApp(App[None]):
         self._key_in_flight: events.Key | events.Paste | None = None
         self._in_flight_since = 0.0
         self._release_timer: Timer | None = None
+
+    def get_default_screen(self) -> Screen[Any]:
+        return _Uncovered()
+
+    def uncovered(self) -> None:
+        """Every screen above the app's first is closed: the launch form opens, if a run's
+        screen was opened without it underneath."""
+        if self._launch_when_uncovered and len(self.screen_stack) == 1:
+            self._launch_when_uncovered = False
+            self.push_screen(self.screen_class(Route.LAUNCH)(self.spec))
 
     def screen_class(self, route: Route) -> type[Screen[Any]]:
         """The screen class a route names (``tui.navigation``: screens open one another by
@@ -115,12 +127,17 @@ class FlowdeckApp(App[None]):
         self.theme = self.requested_theme or COLORBLIND_THEME.name
         if not self.opens_launch:
             return
-        launch_screen = self.screen_class(Route.LAUNCH)(self.spec)
-        self.push_screen(launch_screen)
         self.call_after_refresh(freeze_long_lived)  # the screens' widgets
         if self.control is not None:
+            # A run to steer (``flowdeck attach``): its screen alone. The launch form, the
+            # heaviest screen, opens when that screen is closed (see _Uncovered), rather
+            # than being built underneath first: 2 s of the event loop before the run showed.
+            self._launch_when_uncovered = True
             self.push_screen(self.screen_class(Route.LIVE)(self.control))
-        elif self.open_sessions:
+            return
+        launch_screen = self.screen_class(Route.LAUNCH)(self.spec)
+        self.push_screen(launch_screen)
+        if self.open_sessions:
             self.push_screen(self.screen_class(Route.SESSIONS)())
         elif self.launch:
             self.call_after_refresh(launch_screen.action_launch)
@@ -300,6 +317,16 @@ class FlowdeckApp(App[None]):
         # seconds, off the event loop.
         self.worker_pool.close()
         await asyncio.to_thread(self.provisioner.close)
+
+
+class _Uncovered(Screen[None]):
+    """The app's first screen, under all the others: shown only when they are all closed,
+    and then it has the app open the launch form (see ``FlowdeckApp.uncovered``)."""
+
+    def on_screen_resume(self) -> None:
+        app = self.app
+        if isinstance(app, FlowdeckApp):
+            app.call_later(app.uncovered)
 
 
 class DemoApp(FlowdeckApp):
