@@ -63,9 +63,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         # The fast tier (scripts/test --fast: "not spark and not slow") never boots a node or
         # drives a terminal: a test that does is slow whether or not its module says so.
-        if any(item.get_closest_marker(m) for m in ("private_broker", "tmux")) or groups[
-            item.nodeid
-        ] in ("clusters", "spark"):
+        if (
+            any(item.get_closest_marker(m) for m in ("private_broker", "tmux"))
+            or "private_broker" in getattr(item, "fixturenames", ())
+            or groups[item.nodeid] in ("clusters", "spark")
+        ):
             item.add_marker(pytest.mark.slow)
         group = groups[item.nodeid]
         if group == str(item.path) and group in with_spark:

@@ -143,6 +143,7 @@ async def test_a_run_right_after_a_socket_heavy_one_is_not_refused_on_stale_figu
     assert waited < 2 * STATS_SECONDS + 1 + 20  # bounded: settle window plus start-up
 
 
+@pytest.mark.slow
 async def test_when_the_limit_cannot_be_read_a_large_run_is_refused_and_a_small_one_warned(
     node: LocalBroker, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -186,6 +187,7 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_cli_refuses_a_large_unchecked_run_in_one_line_and_goes_on_when_told(
     node: LocalBroker, unique_name: str
 ) -> None:

@@ -178,6 +178,7 @@ def test_step_holds_each_phase_that_long_and_the_duration_follows(
     assert all(abs(length - step) <= tick for length in lengths), lengths
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(180)
 def test_ctrl_c_stops_cleanly_with_the_summary(shared_uri: str, unique_name: str) -> None:
@@ -249,6 +250,7 @@ def test_a_reader_that_goes_away_gets_no_traceback(words: list[str]) -> None:
     assert result.returncode == 141
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 def test_without_confirms_the_summary_says_loss_cannot_be_assessed(

@@ -402,6 +402,7 @@ def test_the_prefetch_autopilot_climbs_past_a_prefetch_that_holds_working_consum
     assert controller.settings.prefetch == chosen
 
 
+@pytest.mark.slow
 def test_a_perftest_line_with_the_new_options_runs_and_records_them(
     shared_uri: str, unique_name: str, tmp_path: Path
 ) -> None:

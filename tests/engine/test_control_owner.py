@@ -177,6 +177,7 @@ def test_steer_without_a_run_acts_only_on_the_run_of_its_own_sessions_directory(
     assert in_force(b)["inflight"] == 99
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 def test_many_changes_go_in_one_request_and_each_says_when_it_was_in_force(

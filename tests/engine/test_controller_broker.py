@@ -26,6 +26,7 @@ from flowdeck.engine.spec import RunSpec, ScheduleStep
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
 
+@pytest.mark.slow
 async def test_fixed_rate_is_achieved_and_nothing_is_lost(
     shared_uri: str, unique_name: str
 ) -> None:

@@ -49,6 +49,7 @@ def controller(spec: RunSpec, uri: str, workers: int, runtime: str = FAKE_RUNTIM
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [0, 2])
 async def test_change_is_applied_in_every_worker_with_both_times(
     shared_uri: str, unique_name: str, workers: int

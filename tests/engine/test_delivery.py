@@ -63,6 +63,7 @@ def test_a_run_whose_messages_route_nowhere_ends_non_zero_saying_where(
     assert f"no queue of the run is named '{unique_name}-nowhere'" in last
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(150)
 def test_a_perftest_line_with_a_routing_key_delivers_every_message(

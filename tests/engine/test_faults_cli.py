@@ -148,6 +148,7 @@ def wait_for_progress(process: subprocess.Popen[str], lines: int = 3) -> list[st
     raise AssertionError(f"no progress lines: {seen}")
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize(
@@ -176,6 +177,7 @@ def test_signals_stop_cleanly_with_a_closed_readable_session(
     assert any(reason in e.message for e in session.events)
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(180)
 def test_second_ctrl_c_quits_at_once_and_leaves_a_readable_session(
@@ -283,6 +285,7 @@ def test_every_subcommand_argument_error_is_one_line(args: list[str], prog: str)
     assert result.stdout == ""
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 def test_a_predeclared_exchange_is_used_not_declared(unique_name: str) -> None:

@@ -212,6 +212,7 @@ def _consumers_of(management_url: str, queue: str) -> list[dict[str, Any]]:
         return out
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 def test_the_higher_priority_consumer_takes_the_deliveries_while_it_has_room(

@@ -66,6 +66,7 @@ async def timed_start(spec: RunSpec, shared_uri: str) -> float:
     return took
 
 
+@pytest.mark.slow
 async def test_a_run_on_pooled_workers_counts_exactly(
     shared_uri: str, unique_name: str, pool: WorkerPool
 ) -> None:

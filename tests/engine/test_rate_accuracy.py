@@ -27,6 +27,7 @@ WINDOW = 3.0
 WINDOWS = 2
 
 
+@pytest.mark.slow
 async def test_every_publisher_within_one_percent_of_its_rate_in_every_window(
     shared_uri: str, unique_name: str
 ) -> None:

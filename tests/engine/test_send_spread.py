@@ -50,6 +50,7 @@ def busiest_tenth(offsets: list[float]) -> float:
     return max(bins) / len(offsets)
 
 
+@pytest.mark.slow
 async def test_publishers_started_together_send_spread_over_the_interval(
     shared_uri: str, unique_name: str
 ) -> None:

@@ -130,6 +130,7 @@ def _numbers(ranges: tuple[tuple[int, int], ...]) -> list[int]:
     return [n for start, end in ranges for n in range(start, end)]
 
 
+@pytest.mark.slow
 async def test_fixed_rate_is_achieved_and_nothing_is_lost(
     shared_uri: str, unique_name: str
 ) -> None:
@@ -300,6 +301,7 @@ async def test_ack_every_acks_the_last_partial_batch(shared_uri: str, unique_nam
     assert set(depths.values()) == {0}  # nothing requeued when the channel closed
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("queue_type", ["quorum", "stream"])
 async def test_quorum_and_stream_runs(shared_uri: str, unique_name: str, queue_type: str) -> None:
     spec = base_spec(

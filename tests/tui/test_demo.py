@@ -374,6 +374,7 @@ def check_large_layout(screen: DemoScreen) -> None:
     assert "▶ e2e p99" in text_of(p99.query_one("Label"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("size", [(80, 24), (160, 48)])
 async def test_presenter_keys_walk_the_tour_and_steer_the_run(
     size: tuple[int, int], tour: Tour
@@ -423,6 +424,7 @@ async def test_presenter_keys_walk_the_tour_and_steer_the_run(
         assert "STEP 6/6" in header_text(screen)
 
 
+@pytest.mark.slow
 async def test_intro_starts_the_tour_once_the_broker_is_up(
     tour: Tour, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -460,6 +462,7 @@ async def test_intro_starts_the_tour_once_the_broker_is_up(
 # -- snapshot ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_demo_80x24_second_step(snap_compare: Any, tour: Tour) -> None:
     fake = FakeControl(spec=tour.spec)
     app = FlowdeckApp(spec=tour.spec)
@@ -479,6 +482,7 @@ def test_demo_80x24_second_step(snap_compare: Any, tour: Tour) -> None:
     assert snap_compare(app, terminal_size=(80, 24), run_before=run_before)
 
 
+@pytest.mark.slow
 async def test_broker_samples_reach_the_demo_screen_without_a_node_strip(tour: Tour) -> None:
     """The tour's screen is a live screen with its own layout: a broker sample must update
     what it shows, not stop the app looking for a live screen's widget it does not have."""
@@ -506,6 +510,7 @@ def probe_and_step_1(capacity: float, rate: float) -> tuple[SweepPhase, ...]:
     )
 
 
+@pytest.mark.slow
 async def test_the_probe_measures_then_step_1_overloads_by_what_it_measured(
     probed: Tour,
 ) -> None:
@@ -544,6 +549,7 @@ async def test_the_probe_measures_then_step_1_overloads_by_what_it_measured(
         assert "look at" not in caption
 
 
+@pytest.mark.slow
 async def test_a_watcher_follows_the_presenters_steps_and_steers_nothing(probed: Tour) -> None:
     fake = FakeControl(spec=probed.spec)
     app = FlowdeckApp(spec=probed.spec)

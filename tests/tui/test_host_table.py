@@ -234,6 +234,7 @@ async def test_the_listen_address_and_tls_are_checked_as_run_checks_them(
     assert placement._server_cert == certs.server_cert.read_text()
 
 
+@pytest.mark.slow
 async def test_no_local_worker_is_booted_for_a_run_that_goes_to_spark() -> None:
     app = FlowdeckApp(spec=spec())
     async with app.run_test(size=(160, 48)) as pilot:

@@ -78,6 +78,7 @@ async def test_a_launch_takes_the_workers_the_launch_screen_booted(
         assert not child.process.is_alive()
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 async def test_quit_with_a_run_going_records_the_run_as_stopped(

@@ -101,6 +101,7 @@ async def test_a_spec_files_password_is_masked_on_screen_and_used_to_connect(
     assert [node.password for node in control.broker.nodes] == [SECRET]
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.usefixtures("no_password_from_environment")
 async def test_a_password_the_operator_types_is_used_then_masked(
@@ -200,6 +201,7 @@ def test_a_masked_node_edited_keeps_its_place_in_the_list_password() -> None:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(60)
 @pytest.mark.usefixtures("no_password_from_environment")
 async def test_the_management_and_prometheus_urls_hide_their_passwords_too(

@@ -70,6 +70,7 @@ async def test_the_spark_master_typed_reaches_the_run(
     assert control.spec.workers == 2
 
 
+@pytest.mark.slow
 async def test_loading_a_preset_keeps_the_broker_in_the_form(shared_uri: str) -> None:
     """`flowdeck cockpit --uri …` then Enter on another preset: the preset says what load to
     run, not where, so the broker fields stay (they used to empty, and the next launch went

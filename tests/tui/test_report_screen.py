@@ -271,6 +271,7 @@ async def show_report(pilot: object) -> None:
     await pilot.pause()  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow
 def test_report_screen_160x48(
     snap_compare: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -278,6 +279,7 @@ def test_report_screen_160x48(
     assert snap_compare(app, terminal_size=(160, 48), run_before=show_report)  # type: ignore[operator]
 
 
+@pytest.mark.slow
 def test_report_screen_80x24(
     snap_compare: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -63,6 +63,7 @@ def test_a_bad_threshold_is_one_line_and_exit_2_before_anything_starts() -> None
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 def test_a_failing_threshold_exits_99_and_junit_names_it(

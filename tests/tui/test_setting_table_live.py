@@ -59,6 +59,7 @@ class Screens(NullSink):
         self.table.on_event(event)
 
 
+@pytest.mark.slow
 async def test_live_table_msg_s_are_the_phase_tables(
     shared_uri: str, unique_name: str, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ from rich.cells import cell_len
 from rich.console import Console, ConsoleOptions, Group, JustifyMethod, RenderResult
 from rich.table import Table
 from rich.text import Text
+from textual import events
 from textual.widgets import Static
 
 from flowdeck.engine import STEERABLE, Setting
@@ -254,11 +255,23 @@ class SettingTable(Static):
     #: What is on screen: the figures and their rendering.
     verdicts: SettingVerdicts | None = None
     shown: Group | None = None
+    _laid_out_at = -1  # the width the verdicts were last laid out for
 
     def show(self, history: RunHistory) -> None:
-        verdicts = setting_verdicts(history)
-        self.verdicts = verdicts
-        self.shown = self.render_verdicts(verdicts, width=self.size.width)
+        self.verdicts = setting_verdicts(history)
+        self._lay_out(self.size.width)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Lay the columns out again for a new width at once, not at the next second's
+        figures: a tab just opened or a terminal widened showed its verdicts cut
+        ('sustaina…') until then."""
+        if self.verdicts is not None and event.size.width != self._laid_out_at:
+            self._lay_out(event.size.width)
+
+    def _lay_out(self, width: int) -> None:
+        assert self.verdicts is not None
+        self._laid_out_at = width
+        self.shown = self.render_verdicts(self.verdicts, width=width)
         self.update(self.shown)
 
     @staticmethod

@@ -227,6 +227,7 @@ def read_only_dir(tmp_path: Path) -> Iterator[Path]:
         yield mount_point
 
 
+@pytest.mark.slow
 @pytest.mark.broker
 @pytest.mark.timeout(120)
 def test_cli_with_a_read_only_sessions_dir_says_so_before_the_load_and_names_no_session(
