@@ -69,7 +69,7 @@ code = main([
     "run", "--uri", sys.argv[1], "--name", "added-setting", "--duration", "8s",
     "--publishers", "1", "--consumers", "1", "--rate", "200", "--queues", "1",
     "--queue-pattern", "flowdeck-added-setting-%d", "--workers", "1",
-    "--knob", "4", "--change", "4s:dial=8", "--skip-capacity-check",
+    "--knob", "4", "--change", "4s:dial=8", "--skip-capacity-check", "--cleanup",
 ])
 (info,) = list_sessions(Path(sys.argv[2]))
 session = open_session(info.path)
