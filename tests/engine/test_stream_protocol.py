@@ -2,9 +2,11 @@
 
 Two publishers at full speed into one stream, the confirm window (in-flight) and the
 consumer's credit (prefetch) steered while the run goes, then a second consumer added that
-reads the stream from its first offset. What is checked: the window in force is what the
-clients' pending confirms show (never more than the new window after the change, more than
-it before), the credit in force is what the broker reports of the subscription, nothing
+reads the stream from its first offset. What is checked: the window in force is what each
+publisher's pending confirms show right after each of its sends, their high-water mark
+(never more than the new window once the change reached it, more before: the once-a-second
+ticks also count what was sent under the old window and not yet confirmed, 57 a second
+after the change with both cores busy), the credit in force is what the broker reports of the subscription, nothing
 confirmed is lost, and the second consumer's reading of what the first already read counts
 as replayed, not as duplicates. And the broker samples the session recorded carry the
 stream plugin's figures: every run client's stream connection, and the consumers' offset
@@ -25,10 +27,25 @@ from flowdeck.engine.controller import Controller
 from flowdeck.engine.recording.reader import open_session
 from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec, parse_schedule
+from flowdeck.engine.stream.publisher import StreamPublisher
 from tests.engine.updates import collect_updates
 from tests.private_nodes import PrivateNodes
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def _high_water(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, int, int]]:
+    """Each publisher's pending confirms right after each of its sends, with the loop's
+    time: (time, publisher id, pending)."""
+    marks: list[tuple[float, int, int]] = []
+    send = StreamPublisher._send
+
+    def _send(self: StreamPublisher, count: int, now: int) -> None:
+        send(self, count, now)
+        marks.append((self.loop.time(), self.publisher_id, self.pending_confirms))
+
+    monkeypatch.setattr(StreamPublisher, "_send", _send)
+    return marks
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +68,7 @@ async def _credits(node: LocalBroker, seen: list[tuple[float, int]], stop: async
 
 
 async def test_stream_protocol_run_steered_live_loses_nothing_and_counts_replays(
-    node: LocalBroker, tmp_path: Path, unique_name: str
+    node: LocalBroker, tmp_path: Path, unique_name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = RunSpec(
         name="stream-protocol",
@@ -82,6 +99,7 @@ async def test_stream_protocol_run_steered_live_loses_nothing_and_counts_replays
         drain_seconds=20,
     )
     _events, ticks = collect_updates(controller)
+    marks = _high_water(monkeypatch)
     credits: list[tuple[float, int]] = []
     stop = asyncio.Event()
     await controller.start()
@@ -101,11 +119,14 @@ async def test_stream_protocol_run_steered_live_loses_nothing_and_counts_replays
     read_before = max(t.totals.consumed for t in ticks if t.elapsed < 10)
     assert safety.replayed >= read_before > 0
 
-    # The window: the clients' unconfirmed messages never above the window in force.
-    before = [t.pending_confirms for t in ticks if 1 <= t.elapsed < 5]
-    after = [t.pending_confirms for t in ticks if 6 <= t.elapsed < 15]
-    assert max(after) <= 2 * 7
-    assert max(before) > 2 * 7
+    # The window: each publisher's unconfirmed messages right after its sends never above
+    # the window in force (50, then 7 from the change on: the ticks' settings say when the
+    # change was in force), and the ticks' total never above the two windows of 50.
+    assert max(t.pending_confirms for t in ticks) <= 2 * 50
+    before = [n for at, _, n in marks if 1 <= at - began < 5]
+    after = [n for at, _, n in marks if 6 <= at - began < 15]
+    assert before and after
+    assert max(after) <= 7 < max(before) <= 50
     assert {t.settings.inflight for t in ticks if 6 <= t.elapsed < 15} == {7}
 
     # The credit: the broker's count of a subscription's credits left, all of them while
