@@ -6,9 +6,9 @@ reads the stream from its first offset. What is checked: the window in force is 
 publisher's pending confirms show right after each of its sends, their high-water mark
 (never more than the new window once the change reached it, more before: the once-a-second
 ticks also count what was sent under the old window and not yet confirmed, 57 a second
-after the change with both cores busy), the credit in force is what the broker reports of the subscription, nothing
-confirmed is lost, and the second consumer's reading of what the first already read counts
-as replayed, not as duplicates. And the broker samples the session recorded carry the
+after the change with both cores busy), the credit in force is what the broker reports of
+the subscription, nothing confirmed is lost, and the second consumer's reading of what the
+first already read counts as replayed, not as duplicates. And the broker samples the session recorded carry the
 stream plugin's figures: every run client's stream connection, and the consumers' offset
 lag, above 0 while the credit holds the consumer back from publishers at full speed.
 """
