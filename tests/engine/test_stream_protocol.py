@@ -8,9 +8,10 @@ publisher's pending confirms show right after each of its sends, their high-wate
 ticks also count what was sent under the old window and not yet confirmed, 57 a second
 after the change with both cores busy), the credit in force is what the broker reports of
 the subscription, nothing confirmed is lost, and the second consumer's reading of what the
-first already read counts as replayed, not as duplicates. And the broker samples the session recorded carry the
-stream plugin's figures: every run client's stream connection, and the consumers' offset
-lag, above 0 while the credit holds the consumer back from publishers at full speed.
+first already read counts as replayed, not as duplicates. And the broker samples the
+session recorded carry the stream plugin's figures: every run client's stream connection,
+and the consumers' offset lag, above 0 while the credit holds the consumer back from
+publishers at full speed.
 """
 
 from __future__ import annotations
