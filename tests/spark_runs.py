@@ -235,7 +235,9 @@ def two_workers_one_lost(
         # statistics; a channel that dies with its connection takes what was not yet
         # collected along. Under load (2 CPU spinners beside the suite) the killed worker's
         # queue showed 136 published where its last snapshot said 313: the broker's
-        # statistics, not the row, were short. The node's own counter of routed messages
+        # statistics, not the row, were short (with in-flight 80 in force a publisher is
+        # never more than 80 messages ahead of what the node confirmed, so it had routed
+        # at least 233). The node's own counter of routed messages
         # loses nothing: the run routed worker 0's queue's count (proved above) plus what
         # worker 1 published, at least its row and up to 3 s more (those after its last
         # snapshot, which never reached the controller).
