@@ -128,6 +128,7 @@ def test_two_spark_hosts_steered_merged_and_one_lost(
                         f"--management-url={broker.management_url}",
                     ),
                     management_url=broker.management_url,
+                    prometheus_url=broker.prometheus_url,
                     duration="20s",
                     on_hello=find_tasks,
                 )
