@@ -10,9 +10,11 @@ from multiprocessing import resource_tracker
 from pathlib import Path
 from typing import Any, ClassVar
 
-from textual import events
+from textual import events, messages
 from textual.app import App, ScreenStackError
 from textual.binding import Binding, BindingType
+from textual.message import Message
+from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.timer import Timer
 
@@ -27,13 +29,14 @@ from flowdeck.tui.source import RunControl
 from flowdeck.tui.tour import Tour
 from flowdeck.tui.tour_share import TourShare
 
-#: Longest a typed-ahead key waits for the screen it was typed at to take the focus; past
-#: it the key goes where it would have gone anyway (a screen with nothing to focus).
-KEY_HOLD_LIMIT = 1.0
-#: Longest a typed-ahead key waits for the screen on top to be mounted at all; the wait for
-#: the focus (KEY_HOLD_LIMIT) starts once it is. On a busy machine a screen took more than
-#: a second to mount, and keys typed at it went to the screen below.
-KEY_MOUNT_LIMIT = 15.0
+#: Longest a typed-ahead key waits for the screen it was typed at to be ready for it
+#: (mounted, its focus given, what the key before set off handled), and longest a key
+#: handed on may take to be handled, before the next key goes on regardless. Keys wait on
+#: that state, not on a timer: a bound this long is only met by a screen that is stuck.
+#: With both cores busy a tab at the launch form took 1-3 s to be handled (its queue
+#: behind 10-40 repaints); a one-second bound then handed "5" to the field before
+#: publishers, and the form kept publishers 2.
+KEY_HOLD_LIMIT = 60.0
 #: How often held keys look again whether their screen is ready.
 KEY_HOLD_POLL = 0.01
 #: Nice value added to the cockpit's worker processes. On a machine short of CPU (the
@@ -47,6 +50,18 @@ QUIT_QUIET_WAIT = 0.5
 #: Longest quit waits for a run to stop; past it the run is left as a crash leaves it
 #: (its session reads back as incomplete).
 QUIT_RUN_WAIT = 10.0
+
+
+#: Messages that only repaint: a key goes to the same place whether they are handled or
+#: not. A busy screen has tens of them queued after each focus change (the form restyles
+#: the row that has the focus), so a key that waited for them waited seconds.
+REPAINTS = (messages.Update, messages.Layout, messages.Prompt)
+
+
+def _busy(node: MessagePump) -> bool:
+    """Whether ``node`` has messages to handle other than repaints."""
+    queued: list[Message | None] = list(node._message_queue.values)
+    return any(not isinstance(message, REPAINTS) for message in queued)
 
 
 class FlowdeckApp(App[None]):
@@ -100,10 +115,11 @@ class FlowdeckApp(App[None]):
         # Keys typed while a screen opens wait here, in order, until it has the focus.
         self._held_keys: deque[events.Key | events.Paste] = deque()
         self._released: set[int] = set()  # handed on, not yet back in on_event
-        self._held_since = 0.0
-        self._held_first = 0.0  # when the oldest held key was typed
+        self._held_since = 0.0  # when the oldest held key began to wait for its screen
         self._key_in_flight: events.Key | events.Paste | None = None
         self._in_flight_since = 0.0
+        #: Where the key in flight was handed: the focused widget (or the screen) and up.
+        self._in_flight_path: list[MessagePump] = []
         self._release_timer: Timer | None = None
 
     def get_default_screen(self) -> Screen[Any]:
@@ -165,10 +181,12 @@ class FlowdeckApp(App[None]):
             return False
         focused = screen.focused
         if focused is None:
-            return not screen.focus_chain
+            # Textual gives the focus when the screen resumes, and a screen may give it
+            # from a callback: the key waits for those, not for a set time.
+            return not screen.focus_chain or not _busy(screen)
         # What a key sets off travels from the focused widget up to its screen.
         path = [node for node in focused.ancestors_with_self if node is not self]
-        return all(node._message_queue.empty() for node in path)
+        return not any(_busy(node) for node in path)
 
     async def on_event(self, event: events.Event) -> None:
         if not isinstance(event, events.Key | events.Paste):
@@ -187,12 +205,14 @@ class FlowdeckApp(App[None]):
             self._key_in_flight is not None or self._held_keys or not self.ready_for_keys()
         ):
             if not self._held_keys:
-                self._held_since = self._held_first = time.monotonic()
+                self._held_since = time.monotonic()
             self._held_keys.append(event)
             self._arm_release()
             return
         self._key_in_flight = event
         self._in_flight_since = time.monotonic()
+        target = self.focused or self.screen
+        self._in_flight_path = [node for node in target.ancestors_with_self if node is not self]
         await super().on_event(event)
         if not event.is_forwarded:  # a priority binding took it at once
             self._key_landed()
@@ -201,6 +221,7 @@ class FlowdeckApp(App[None]):
 
     def _key_landed(self) -> None:
         self._key_in_flight = None
+        self._in_flight_path = []
         self._release_held_key()
 
     def _arm_release(self) -> None:
@@ -211,37 +232,38 @@ class FlowdeckApp(App[None]):
         self._release_timer = None
         in_flight = self._key_in_flight
         if in_flight is not None:
-            # A widget that used the key stops it (it never comes back to the app).
             waited = time.monotonic() - self._in_flight_since
-            if not in_flight._stop_propagation and waited < KEY_HOLD_LIMIT:
+            if not self._key_handled(in_flight) and waited < KEY_HOLD_LIMIT:
                 self._arm_release()
                 return
             self._key_in_flight = None
+            self._in_flight_path = []
+            self._held_since = time.monotonic()  # the next key's wait for its screen
         self._release_held_key()
+
+    def _key_handled(self, key: events.Key | events.Paste) -> bool:
+        """Whether the key in flight is done with though it never came back to the app: a
+        widget used it (and stopped it), or the widgets it was handed to are gone. Either
+        way it is in no message queue any more; while it is in one (a tab behind the
+        repaints at a busy screen), the next key would go where the focus is before the
+        tab moved it."""
+        queued = (self, *self._in_flight_path)
+        if any(key in node._message_queue.values for node in queued):
+            return False
+        gone = not all(node.is_running and node.is_attached for node in self._in_flight_path)
+        return key._stop_propagation or gone
 
     def _release_held_key(self) -> None:
         """Hand the oldest held key on once its screen is ready (or it waited too long)."""
         if not self._held_keys or self._key_in_flight is not None or self._released:
             return
-        now = time.monotonic()
-        if self._screen_mounting() and now - self._held_first < KEY_MOUNT_LIMIT:
-            self._held_since = now  # the wait for the focus starts once it is mounted
-            self._arm_release()
-            return
-        if not self.ready_for_keys() and now - self._held_since < KEY_HOLD_LIMIT:
+        if not self.ready_for_keys() and time.monotonic() - self._held_since < KEY_HOLD_LIMIT:
             self._arm_release()
             return
         event = self._held_keys.popleft()
-        self._held_since = self._held_first = time.monotonic()
+        self._held_since = time.monotonic()
         self._released.add(id(event))
         self.post_message(event)
-
-    def _screen_mounting(self) -> bool:
-        """Whether the screen on top is still being mounted."""
-        try:
-            return not self.screen.is_mounted
-        except ScreenStackError:
-            return False
 
     def action_help(self) -> None:
         """``?`` (or F1) on any screen: the keys of the screen on top."""

@@ -23,7 +23,7 @@ from textual.widgets import Input
 
 from flowdeck.engine.change import Change, Setting
 from flowdeck.engine.spec import RunSpec
-from flowdeck.tui.app import FlowdeckApp
+from flowdeck.tui.app import KEY_HOLD_LIMIT, FlowdeckApp
 from flowdeck.tui.screens.launch import LaunchScreen, field_id
 from flowdeck.tui.screens.prompt import ChangePrompt
 from tests.tui.fakes import FakeControl
@@ -44,15 +44,24 @@ def burst(app: App[object], *keys: str) -> None:
         driver.send_message(event)
 
 
-async def settle(pilot: object, seconds: float = 30.0) -> None:
-    """Until every key of the burst has been handed on and handled (bounded)."""
+async def settle(pilot: object, seconds: float = KEY_HOLD_LIMIT + 10.0) -> None:
+    """Until every key of the burst has been handed on and handled. Bounded by the app's
+    own progress, not by the burst's total time: with both cores busy the launch form took
+    1-3 s a key (36 keys: 50 s and more), and a 30 s bound on the whole burst read a form
+    whose keys were still being handed on. Each step (a key handed on or handled) must come
+    within ``seconds``: longer than the app lets a key wait for a stuck screen."""
     app = pilot.app  # type: ignore[attr-defined]
     deadline = time.monotonic() + seconds
     quiet = 0
+    state: tuple[int, object] = (-1, None)
     while quiet < 10 and time.monotonic() < deadline:
         await pilot.pause(0.05)  # type: ignore[attr-defined]
         busy = app._held_keys or app._key_in_flight is not None
         quiet = 0 if busy else quiet + 1
+        step = (len(app._held_keys), app._key_in_flight)
+        if step != state:
+            state, deadline = step, time.monotonic() + seconds
+    assert not busy, f"{len(app._held_keys)} typed keys still held after {seconds:.0f} s"
 
 
 async def test_change_typed_in_one_burst_reaches_the_prompt() -> None:
