@@ -29,6 +29,7 @@ from flowdeck.engine.controller import Controller
 from flowdeck.engine.events import EventKind
 from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec, parse_schedule
+from tests.engine.pending_marks import pending_after_sends
 from tests.engine.updates import collect_updates
 from tests.private_nodes import PrivateNodes
 
@@ -54,20 +55,6 @@ async def _ready(
             if answer.status_code == 200 and "messages" in answer.json():
                 seen.append((loop.time(), int(answer.json()["messages"])))
             await asyncio.sleep(0.5)
-
-
-def _high_water(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, int, int]]:
-    """Each sender's unsettled deliveries right after each of its sends, with the loop's
-    time: (time, publisher id, unsettled)."""
-    marks: list[tuple[float, int, int]] = []
-    send = Amqp10Sender._send
-
-    def _send(self: Amqp10Sender, count: int, now: int) -> None:
-        send(self, count, now)
-        marks.append((self.loop.time(), self.publisher_id, self.pending_confirms))
-
-    monkeypatch.setattr(Amqp10Sender, "_send", _send)
-    return marks
 
 
 def _credit(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, int]]:
@@ -117,7 +104,7 @@ async def test_amqp10_run_steered_live_loses_nothing(
         drain_seconds=20,
     )
     events, ticks = collect_updates(controller)
-    marks = _high_water(monkeypatch)
+    marks = pending_after_sends(monkeypatch, Amqp10Sender)
     credits = _credit(monkeypatch)
     ready: list[tuple[float, int]] = []
     stop = asyncio.Event()

@@ -19,29 +19,15 @@ from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.sinks import PrometheusRow
 from flowdeck.engine.sources import BrokerSources
 from flowdeck.engine.spec import RunSpec
+from tests.collectors.fake_management import NODES as QUIET_NODES
+from tests.collectors.fake_management import OVERVIEW as QUIET_OVERVIEW
 
 OVERVIEW = {
-    "rabbitmq_version": "3.10.8",
-    "erlang_version": "25.2",
-    "node": "rabbit@x",
+    **QUIET_OVERVIEW,
     "message_stats": {},
-    "object_totals": {},
     "listeners": [{"protocol": "amqp", "port": 5672}, {"protocol": "http", "port": 15672}],
 }
-NODE: dict[str, Any] = {
-    "name": "rabbit@x",
-    "running": True,
-    "mem_used": 100,
-    "mem_limit": 1000,
-    "mem_alarm": False,
-    "disk_free": 5000,
-    "disk_free_limit": 50,
-    "disk_free_alarm": False,
-    "fd_used": 10,
-    "fd_total": 1024,
-    "sockets_used": 10,
-    "sockets_total": 100,
-}
+NODE: dict[str, Any] = {**QUIET_NODES[0], "sockets_used": 10, "sockets_total": 100}
 
 
 class Broker:

@@ -29,24 +29,11 @@ from flowdeck.engine.recording.reader import open_session
 from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec, parse_schedule
 from flowdeck.engine.stream.publisher import StreamPublisher
+from tests.engine.pending_marks import pending_after_sends
 from tests.engine.updates import collect_updates
 from tests.private_nodes import PrivateNodes
 
 pytestmark = [pytest.mark.private_broker, pytest.mark.slow, pytest.mark.timeout(300)]
-
-
-def _high_water(monkeypatch: pytest.MonkeyPatch) -> list[tuple[float, int, int]]:
-    """Each publisher's pending confirms right after each of its sends, with the loop's
-    time: (time, publisher id, pending)."""
-    marks: list[tuple[float, int, int]] = []
-    send = StreamPublisher._send
-
-    def _send(self: StreamPublisher, count: int, now: int) -> None:
-        send(self, count, now)
-        marks.append((self.loop.time(), self.publisher_id, self.pending_confirms))
-
-    monkeypatch.setattr(StreamPublisher, "_send", _send)
-    return marks
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +87,7 @@ async def test_stream_protocol_run_steered_live_loses_nothing_and_counts_replays
         drain_seconds=20,
     )
     _events, ticks = collect_updates(controller)
-    marks = _high_water(monkeypatch)
+    marks = pending_after_sends(monkeypatch, StreamPublisher)
     credits: list[tuple[float, int]] = []
     stop = asyncio.Event()
     await controller.start()
