@@ -22,7 +22,8 @@ The search, as stated in ``docs/engine.md`` (The autopilot):
 * **Judged by the report's rules**: the step's figures are those the report computes for its
   phase (:class:`engine.phase_figures.PhaseTable`; queue depth from the broker's polls) and
   go through ``figures.verdict`` (``judge``, ``ranked_throughput``, ``recommend``),
-  the one home of the verdict rules.
+  the one home of the verdict rules. A held step's phase is ended by a mark and the step
+  judged once that phase has every row, so its verdict is the one the report gives it.
 * **Stop** when throughput stops rising (the best so far not beaten by more than the
   report's tolerance for :data:`FLAT_STEPS` steps), when a step is overloaded (for prefetch
   and the ack interval: overloaded without beating every step before), its e2e p99
@@ -463,12 +464,24 @@ WAIT_HOLDS = 5.0
 RECENT_SECONDS = 3
 
 
+#: A step whose hold is over waits at most this long (by the run's ticks) for its phase's
+#: last rows after the mark that ends it; a worker that stopped sending snapshots (lost)
+#: does not hold the search up past it, and the step is judged on what came in.
+SETTLE_LIMIT_S = 5.0
+
+
 @dataclass
 class _Step:
     value: float
     change_id: int
     began_at: float | None = None
     rates: list[float] = field(default_factory=list)
+    #: The hold is over: how it ended, the mark that ended the step's phase (its change id,
+    #: and when it was in force), and the tick at which it ended (the settle's bound).
+    held: Steadiness | None = None
+    mark_id: int | None = None
+    marked_at: float | None = None
+    held_until: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -603,7 +616,7 @@ class Autopilot(NullSink):
     def on_broker_sample(self, sample: BrokerSample) -> None:
         if self.state is State.WAITING:
             self._begin()
-        elif self._step is not None and self._step.began_at is not None:
+        elif self._step is not None and self._step.began_at is not None and self._step.held is None:
             self._check_backlog(sample)
 
     def on_event(self, event: RunEvent) -> None:
@@ -631,12 +644,15 @@ class Autopilot(NullSink):
         step = self._step
         if not self.active or step is None or step.began_at is None:
             return
+        if step.held is not None:
+            self._settle(step, tick.at)
+            return
         if tick.at - 1.0 < step.began_at - 1e-6:
             return  # a second that began before the step
         step.rates.append(tick.consume_rate)
         steadiness = self.rule.check(step.rates, tick.at - step.began_at)
         if steadiness.hold is not Hold.HOLDING:
-            self._judge(steadiness)
+            self._end_hold(steadiness, tick.at)
 
     def on_finish(self, summary: RunSummary) -> None:
         if self.active:
@@ -789,16 +805,57 @@ class Autopilot(NullSink):
         self._phase_opened()
 
     def _phase_opened(self) -> None:
-        """The step begins with the phase its change opened."""
+        """The step begins with the phase its change opened, and its phase ends with the
+        phase its mark opened."""
         step = self._step
-        if step is not None and step.began_at is None and step.change_id in self._opened:
+        if step is None:
+            return
+        if step.began_at is None and step.change_id in self._opened:
             step.began_at = self._opened.pop(step.change_id)
+        if step.marked_at is None and step.mark_id in self._opened:
+            step.marked_at = self._opened.pop(step.mark_id)
+
+    def _end_hold(self, steadiness: Steadiness, now: float | None) -> None:
+        """The step has been held: end its phase with a mark (the setting stays) and judge
+        it once that phase's figures are final (:meth:`_settle`). Judged at once, its
+        phase would go on to the next step's change and take in the seconds after the
+        verdict (and the rows straddling that change), and the report, reading the
+        finished phase, could judge it otherwise (a step read 97 % sustainable live and
+        93.6 % overloaded in the session)."""
+        step = self._step
+        assert step is not None
+        step.held = steadiness
+        step.held_until = now
+        label = f"after autotune step {len(self.search.steps) + 1}"
+        if self.state is State.CONFIRMING:
+            label = f"after autotune confirmed {self.setting.value}={format_number(step.value)}"
+        try:
+            step.mark_id = self.run.request(Change(Setting.MARK, label=label), SOURCE)
+        except FlowdeckError:
+            self._judge(steadiness)  # the run no longer takes changes: judge what is in
+            return
+        self._phase_opened()
+        if now is not None:
+            self._settle(step, now)
+
+    def _settle(self, step: _Step, now: float) -> None:
+        """Judge the held step once its phase has every row (each worker's snapshots past
+        the mark, a poll after it), or after :data:`SETTLE_LIMIT_S` of waiting for them."""
+        if step.held_until is None:
+            step.held_until = now
+        complete = step.marked_at is not None and self.run.phase_table.complete_before(
+            step.marked_at
+        )
+        if complete or now - step.held_until >= SETTLE_LIMIT_S:
+            assert step.held is not None
+            self._judge(step.held)
 
     def _check_backlog(self, sample: BrokerSample) -> None:
         limit = self.bounds.max_backlog
         if limit is not None and not sample.stale and sample.queue_ready > limit:
-            self._judge(
-                Steadiness(Hold.UNSTEADY, f"cut short: backlog {sample.queue_ready:,} > {limit:,}")
+            self._end_hold(
+                Steadiness(Hold.UNSTEADY, f"cut short: backlog {sample.queue_ready:,} > {limit:,}"),
+                None,
             )
 
     def _phase_of(self, figures: RunFigures, began_at: float) -> PhaseFigures | None:

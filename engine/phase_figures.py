@@ -59,6 +59,8 @@ class PhaseTable(NullSink):
         self._polls: list[Row] = []
         self._events: list[dict[str, Any]] = []
         self._last: dict[int, Counters] = {}
+        #: Each worker's latest snapshot time (unix s).
+        self._latest: dict[int, float] = {}
         self._keys = tuple(latency_keys)
         self._decoder = BucketDecoder()
         #: Snapshots' buckets not yet merged: (snapshot time, {key: (values, counts)},
@@ -116,6 +118,7 @@ class PhaseTable(NullSink):
             self._started_at = snap.at - snap.interval
         delta = interval_delta(snap, self._last.get(snap.worker))
         self._last[snap.worker] = snap.counters
+        self._latest[snap.worker] = max(snap.at, self._latest.get(snap.worker, snap.at))
         self._rows.append(client_row(snap, delta, self._started_at))
         buckets = {
             key: recorded_buckets(blob, self._decoder)
@@ -138,6 +141,23 @@ class PhaseTable(NullSink):
             self._polls.append(broker_row(sample, self._started_at))
 
     # -- reading -----------------------------------------------------------------------------
+
+    def complete_before(self, at: float) -> bool:
+        """Whether every row of the seconds before ``at`` is in: each worker has sent a
+        snapshot whose run second is in force after ``at`` (its middle at or after it),
+        and a broker poll taken after it is in when the run has polls. A phase ended at
+        ``at`` (by a change or a mark) then has its final figures: later rows belong to the
+        phases after it (``figures.phases.second_of``)."""
+        if self._started_at is None or not self._latest:
+            return False
+        start_us = t_us(self._started_at)
+        boundary_us = t_us(at)
+        workers_past = all(
+            middle_of(second_of(t_us(latest), start_us), start_us) >= boundary_us
+            for latest in self._latest.values()
+        )
+        polls_past = not self._polls or self._polls[-1]["t_us"] >= boundary_us
+        return workers_past and polls_past
 
     def phases(self, ended: float | None = None) -> tuple[Phase, ...]:
         """The run's phases so far (``figures.phases.split_phases`` over its events)."""

@@ -70,7 +70,8 @@ def client_seconds(
     read as a dip that never happened. Per worker and second: counts over its intervals'
     length, gauges and settings as at its last row, paused when publishing was paused at
     either end of an interval (the worker's previous row says how it began). Per second:
-    rates and gauges summed over workers; the target summed (a worker without publishers
+    rates and gauges summed over workers; the target (each worker's over its intervals,
+    :func:`target_over`) summed (a worker without publishers
     adds 0), none when the rate has no limit or no worker had a target (paused, stopped, no
     publishers anywhere); settings and client counts the largest any worker
     recorded (each records the run's whole count, so never their sum).
@@ -80,6 +81,7 @@ def client_seconds(
     stopped, not that it had no rate limit, and the load's last second often holds such a
     row (a worker's interval straddling the stop). The drain's seconds keep their 0."""
     stopped_us = phases[-1].begin_us if phases and phases[-1].drain else None
+    boundaries = sorted(p.begin_us for p in phases[1:])
     per_worker: dict[tuple[int, int], list[Row]] = defaultdict(list)
     began_paused: dict[int, bool] = {}
     target_before: dict[int, float] = {}
@@ -89,7 +91,9 @@ def client_seconds(
         second = second_of(row["t_us"], run_start_us)
         target = row["target_rate"]
         if stopped_us is None or row["t_us"] <= stopped_us:
+            before = target_before.get(row["worker"])
             target_before[row["worker"]] = target
+            target = target_over(row, before, boundaries)
         elif middle_of(second, run_start_us) < stopped_us:  # a load second
             target = target_before.get(row["worker"], target)
         if row["interval_s"] < MIN_INTERVAL_S:
@@ -123,6 +127,31 @@ def client_seconds(
         }
         result.append(figures)
     return result
+
+
+def target_over(row: Row, before: float | None, boundaries: Sequence[int]) -> float | None:
+    """The target a worker's row had over its interval: its own (the target at its end),
+    unless the target changed within the interval (``before``: the worker's previous row's).
+    Then the interval ran at ``before`` up to the change and at the new target after it, so
+    the target is the two weighted by those parts: the change's boundary in the interval
+    (the last of ``boundaries``, the phases' starts, inside it), or its middle when none
+    is. Judged against the row's own target, a second straddling a rise would read as a
+    publisher falling short of a rate it was not yet asked for."""
+    target: float | None = row["target_rate"]
+    if before is None or target is None or before == target:
+        return target
+    end_us = row["t_us"]
+    begin_us = end_us - round(float(row["interval_s"]) * 1_000_000)
+    if end_us <= begin_us:
+        return target
+    inside = bisect.bisect_left(boundaries, end_us) - 1
+    change_us = (
+        boundaries[inside]
+        if inside >= 0 and boundaries[inside] > begin_us
+        else (begin_us + end_us) // 2
+    )
+    share_before = (change_us - begin_us) / (end_us - begin_us)
+    return float(before * share_before + target * (1 - share_before))
 
 
 def phase_client_stats(

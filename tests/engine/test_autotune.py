@@ -278,6 +278,28 @@ class FakeRun:
         return [e.message for e in self.events if e.kind is EventKind.INFO]
 
 
+def steps_asked(run: FakeRun) -> list[tuple[float | None, str]]:
+    """The setting's values the run was asked for, in order (the marks that end each
+    step's phase left out), with their sources."""
+    return [(c.value, source) for c, source in run.changes if c.setting is not Setting.MARK]
+
+
+def marks(run: FakeRun) -> list[str]:
+    return [c.label for c, _ in run.changes if c.setting is Setting.MARK]
+
+
+def assert_steps_judged_on_final_figures(run: FakeRun, autopilot: Autopilot) -> None:
+    """Each step's verdict and figures are those of its phase in the finished run: the
+    step was judged once its phase had ended (by its mark) and every row of it was in."""
+    figures = run.phase_table.figures()
+    assert figures is not None
+    for result in autopilot.search.steps:
+        phase = figures.phases[result.phase]
+        assert (phase.verdict, phase.seconds, phase.load) == (
+            result.verdict, result.held_s, result.load,
+        ), (result, phase)  # fmt: skip
+
+
 class Knee:
     """One publisher at 1000 msg/s whose window of ``inflight`` messages takes 5 ms a round
     trip: msg/s = min(1000, inflight / 0.005); e2e latency 2 ms + 1 ms per message waiting."""
@@ -352,11 +374,15 @@ def test_the_autopilot_steps_holds_judges_and_leaves_the_run_at_the_knee() -> No
             break
         knee.second_passes()
     assert autopilot.state is State.DONE
-    asked = [(c.value, source) for c, source in run.changes]
+    asked = steps_asked(run)
     # 1: 200 msg/s, 2: 400, 5: 1000 (the knee), 10 and 20: no better, then back to 5
     assert asked == [(1, "autotune"), (2, "autotune"), (5, "autotune"), (10, "autotune"),
                      (20, "autotune"), (5, "autotune")]  # fmt: skip
     assert autopilot.chosen == 5 and run.settings.inflight == 5
+    # each step's phase ended by a mark before it was judged: its figures were final
+    assert marks(run) == [*(f"after autotune step {n}" for n in range(1, 6)),
+                          "after autotune confirmed inflight=5"]  # fmt: skip
+    assert_steps_judged_on_final_figures(run, autopilot)
     said = run.said()
     assert said[0].startswith("autotune inflight: trying 1, 2, 5, 10, 20, 50,")
     # p99 at the recording's precision (2 significant digits), as the report gives it
@@ -383,7 +409,7 @@ def test_a_p99_bound_stops_the_climb_and_the_choice_respects_it() -> None:
             break
         knee.second_passes()
     # 5 has p99 7 ms: past the bound; within it, 2 is the best (400 msg/s at 4 ms)
-    assert [c.value for c, _ in run.changes] == [1, 2, 5, 2]
+    assert [value for value, _ in steps_asked(run)] == [1, 2, 5, 2]
     assert autopilot.chosen == 2 and run.settings.inflight == 2
     assert "inflight=5: excluded (p99 7.01 ms is above 6.5 ms)" in (
         autopilot.recommendation.reasoning if autopilot.recommendation else ()
@@ -395,7 +421,7 @@ def test_an_operator_change_of_the_setting_stops_the_autopilot() -> None:
     autopilot = Autopilot(run, "inflight", hold_s=3)
     autopilot.attach()
     knee = Knee(run)
-    for _ in range(6):
+    for _ in range(7):  # step 1 held 6 s, judged once its phase's rows are in: step 2 runs
         knee.second_passes()
     run.request(Change(Setting.INFLIGHT, 40), "operator")
     assert autopilot.state is State.STOPPED
@@ -404,7 +430,7 @@ def test_an_operator_change_of_the_setting_stops_the_autopilot() -> None:
         "best so far inflight=1 (200.0 msg/s)"
     )
     knee.second_passes()
-    assert [c.value for c, _ in run.changes] == [1, 2, 40]
+    assert [value for value, _ in steps_asked(run)] == [1, 2, 40]
 
 
 def test_armed_before_the_run_it_begins_once_the_run_has_started() -> None:
@@ -570,7 +596,7 @@ def test_the_rate_search_finds_where_consumers_stop_keeping_up() -> None:
             break
         broker.second_passes()
     assert autopilot.state is State.DONE, run.said()
-    asked = [c.value for c, _ in run.changes]
+    asked = [value for value, _ in steps_asked(run)]
     # doubling while the consumers keep up, then bisecting past 1,500 msg/s; after each
     # failed probe the run goes back to a rate that held until the queue has drained
     assert asked[:5] == [100, 200, 400, 800, 1600], asked
@@ -585,6 +611,7 @@ def test_the_rate_search_finds_where_consumers_stop_keeping_up() -> None:
     # the answer is the run's own figures' capacity: what the report gives on the session
     figures = run.phase_table.figures()
     assert figures is not None and figures.capacity == found
+    assert_steps_judged_on_final_figures(run, autopilot)
 
 
 def test_after_a_failed_probe_it_holds_a_rate_that_held_though_the_polls_lag() -> None:
@@ -627,7 +654,8 @@ def test_a_recovery_waits_for_a_backlog_the_polls_do_not_see() -> None:
     request = run.request
 
     def recording(change: Change, source: str = "operator") -> int:
-        at_request.append((float(change.value or 0), broker.depth))
+        if change.setting is not Setting.MARK:
+            at_request.append((float(change.value or 0), broker.depth))
         return request(change, source)
 
     run.request = recording  # type: ignore[method-assign]

@@ -177,6 +177,32 @@ def test_a_worker_without_publishers_keeps_the_target() -> None:
     assert figures.phases[0].target_rate == pytest.approx(1000.0)
 
 
+def test_a_second_straddling_a_rate_rise_carries_the_target_over_its_interval() -> None:
+    """A capacity search's step up: 50 msg/s, then 100 from 6.6 s. The worker's snapshots
+    end 0.3 s after each whole second, so the interval ending at 7.3 s ran 0.3 s at 50 and
+    0.7 s at 100 (85 sent) and, its middle before the change, belongs to the 50 phase. Its
+    target is 85 over the interval, not the 100 its row ends with: the 50 phase reads its
+    target reached, not publishers short of a rate they were not yet asked for."""
+    rows = []
+    for second in range(12):
+        rate = 50.0 if second < 6 else 100.0
+        sent = 85 if second == 6 else int(rate)
+        late = row(second, sent, sent, inflight=0, rate=rate, target_rate=rate, publishers=1)
+        late["t_us"] += 300_000
+        rows.append(late)
+    events = [event(0, "phase", "start"), event(6.6, "change_applied", "rate=100", 1),
+              event(6.61, "phase", "rate=100", 1)]  # fmt: skip
+    phases = tuple(split_phases(events, START, START + 13))
+    seconds = client_seconds(rows, "s", START_US, phases)
+    straddling = next(s for s in seconds if s["sec"] == 6)
+    assert straddling["phase"] == 0 and straddling["target_rate"] == pytest.approx(85.0)
+    figures = run_figures(RunInputs("s", START_US, phases, rows))
+    first, second = figures.phases
+    assert first.target_rate == pytest.approx((6 * 50 + 85) / 7)
+    assert first.verdict is Verdict.SUSTAINABLE, first.reason
+    assert second.target_rate == pytest.approx(100.0)
+
+
 def test_a_start_marker_before_the_first_change_is_no_phase() -> None:
     """The engine's ``start`` phase event, then the schedule's first step in force 0.8 s
     later (every worker had to say so): one phase, named by the step."""
