@@ -264,7 +264,8 @@ def test_phase_table_splits_at_phase_and_drain_events_like_the_report() -> None:
     assert start_e2e.p99 == pytest.approx(2.0, rel=0.01)
     changed_e2e = changed.percentiles(E2E)
     assert changed.figure("publish_rate_mean") == pytest.approx(200.0)
-    assert changed.target_rate == 200.0
+    # its first second (103-104 s) straddles the change at 103.5 s: half at the old target
+    assert changed.target_rate == pytest.approx((0.5 * 100 + 0.5 * 200 + 200) / 2)
     assert changed_e2e is not None and changed_e2e.count == 2
     assert (changed.start_s, changed.end_s) == (3.5, 5.5)
     # the drain's only interval is shorter than half a second: no rate, but its latency counts
