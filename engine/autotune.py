@@ -828,7 +828,7 @@ class Autopilot(NullSink):
         step.held_until = now
         label = f"after autotune step {len(self.search.steps) + 1}"
         if self.state is State.CONFIRMING:
-            label = f"after autotune confirmed {self.setting.value}={format_number(step.value)}"
+            label = f"after confirming {format_number(step.value)}"
         try:
             step.mark_id = self.run.request(Change(Setting.MARK, label=label), SOURCE)
         except FlowdeckError:

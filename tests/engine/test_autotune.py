@@ -381,7 +381,7 @@ def test_the_autopilot_steps_holds_judges_and_leaves_the_run_at_the_knee() -> No
     assert autopilot.chosen == 5 and run.settings.inflight == 5
     # each step's phase ended by a mark before it was judged: its figures were final
     assert marks(run) == [*(f"after autotune step {n}" for n in range(1, 6)),
-                          "after autotune confirmed inflight=5"]  # fmt: skip
+                          "after confirming 5"]  # fmt: skip
     assert_steps_judged_on_final_figures(run, autopilot)
     said = run.said()
     assert said[0].startswith("autotune inflight: trying 1, 2, 5, 10, 20, 50,")

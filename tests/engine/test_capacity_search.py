@@ -97,3 +97,7 @@ def test_the_search_finds_where_the_consumer_falls_behind(
     recorded = open_session(controller.session_dir).figures()
     assert recorded.capacity is not None
     assert (recorded.capacity.rate, recorded.capacity.broke_at) == (found.rate, found.broke_at)
+    # each step was judged on its phase's final figures: the session's verdict is the step's
+    for step in autopilot.search.steps:
+        phase = recorded.phases[step.phase]
+        assert (phase.verdict, phase.seconds) == (step.verdict, step.held_s), (step, phase)
