@@ -16,11 +16,21 @@ import pytest
 from flowdeck.engine.events import EventKind, RunEvent
 from flowdeck.engine.latency import LatencyKind, SendBasis
 from flowdeck.engine.progress import Tick
+from flowdeck.engine.snapshot import Settings
 from flowdeck.figures import PhaseFigures, Verdict
 from flowdeck.tui.app import FlowdeckApp
-from flowdeck.tui.model import BASIS_REPORT, BASIS_TICKS, RunHistory, human_count, setting_verdicts
+from flowdeck.tui.model import (
+    BASIS_REPORT,
+    BASIS_TICKS,
+    RunHistory,
+    SettingRow,
+    SettingVerdicts,
+    human_count,
+    setting_verdicts,
+)
 from flowdeck.tui.screens.live import LiveScreen
-from flowdeck.tui.widgets.setting_table import BEST_MARK, SettingTable
+from flowdeck.tui.screens.per_setting import reasons_table
+from flowdeck.tui.widgets.setting_table import BEST_MARK, NOT_JUDGED, SettingTable
 from tests.tui.fakes import T0, FakeControl
 from tests.tui.sweep_fakes import (
     Update,
@@ -162,6 +172,21 @@ def test_no_sweep_yet_says_how_to_get_one() -> None:
     assert table.lines == ()
     text = rich_text(SettingTable.render_verdicts(table, width=120))
     assert "no sweep yet" in text
+
+
+def test_a_phase_without_client_figures_yet_reads_not_judged() -> None:
+    """The run's first moments: its first phase is open and no snapshot has come, so the
+    phase has no verdict. The table (and the full view's reasons) say so; the cockpit of a
+    real run crashed here drawing the table."""
+    row = SettingRow(
+        index=0, label="start", settings=Settings.of(inflight=20, prefetch=50, rate=200.0),
+        seconds=0, steady=0, publish=0.0, confirm=0.0, consume=0.0, p50=None, p99=None,
+        depth_slope=None, verdict=None, reason="no client figures yet",
+    )  # fmt: skip
+    verdicts = SettingVerdicts((row,), None)
+    text = rich_text(SettingTable.render_verdicts(verdicts, width=120))
+    assert NOT_JUDGED in text
+    assert f"{NOT_JUDGED}: no client figures yet" in rich_text(reasons_table(verdicts))
 
 
 async def test_table_tab_highlights_the_recommended_row() -> None:

@@ -34,6 +34,7 @@ from flowdeck.tui.widgets.setting_table import (
     row_setting,
     varying_settings,
     verdict_table,
+    verdict_word,
 )
 from flowdeck.tui.widgets.sweep_chart import sweep_chart
 
@@ -50,7 +51,12 @@ def reasons_table(verdicts: SettingVerdicts) -> Table:
     for position, row in enumerate(verdicts.rows):
         mark = "★ " if position == verdicts.best else "  "
         reason = Text.assemble(
-            (row.verdict.value, VERDICT_STYLES.get(row.verdict, "")), ": ", row.reason
+            (
+                verdict_word(row.verdict),
+                "" if row.verdict is None else VERDICT_STYLES.get(row.verdict, ""),
+            ),
+            ": ",
+            row.reason,
         )
         table.add_row(mark + row_setting(row, varying), reason)
     return table

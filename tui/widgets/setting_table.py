@@ -63,6 +63,15 @@ BEST_STYLE = "bold black on rgb(0,158,115)"
 BEST_MARK = "★"
 
 
+#: The verdict column of a phase that has no client figures yet (the run's first moments).
+NOT_JUDGED = "not judged yet"
+
+
+def verdict_word(verdict: Verdict | None) -> str:
+    """The verdict as the table writes it: its name, or :data:`NOT_JUDGED`."""
+    return NOT_JUDGED if verdict is None else verdict.value
+
+
 def row_setting(row: SettingRow, varying: tuple[Setting, ...]) -> str:
     """What sets the phase apart: the settings that differ between phases (``if=40
     pf=500``), then what started the phase when it is not one of those (a mark's ``⚑ label``,
@@ -194,7 +203,14 @@ def verdict_columns(
     ]
     verdict = TableColumn(
         "verdict",
-        tuple(text(r.verdict.value, n, VERDICT_STYLES.get(r.verdict, "")) for n, r in numbered),
+        tuple(
+            text(
+                verdict_word(r.verdict),
+                n,
+                "" if r.verdict is None else VERDICT_STYLES.get(r.verdict, ""),
+            )
+            for n, r in numbered
+        ),
         "left",
     )
     return setting, figures, optional, verdict
