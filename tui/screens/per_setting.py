@@ -28,13 +28,12 @@ from flowdeck.tui.model import RunHistory, SettingVerdicts, setting_verdicts
 from flowdeck.tui.widgets.footer import FittingFooter
 from flowdeck.tui.widgets.setting_table import (
     NARROW,
-    VERDICT_STYLES,
     basis_note,
     no_sweep_note,
     row_setting,
     varying_settings,
+    verdict_cell,
     verdict_table,
-    verdict_word,
 )
 from flowdeck.tui.widgets.sweep_chart import sweep_chart
 
@@ -50,14 +49,7 @@ def reasons_table(verdicts: SettingVerdicts) -> Table:
     table.add_column(ratio=1)
     for position, row in enumerate(verdicts.rows):
         mark = "★ " if position == verdicts.best else "  "
-        reason = Text.assemble(
-            (
-                verdict_word(row.verdict),
-                "" if row.verdict is None else VERDICT_STYLES.get(row.verdict, ""),
-            ),
-            ": ",
-            row.reason,
-        )
+        reason = Text.assemble(verdict_cell(row.verdict), ": ", row.reason)
         table.add_row(mark + row_setting(row, varying), reason)
     return table
 

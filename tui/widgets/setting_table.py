@@ -67,9 +67,12 @@ BEST_MARK = "★"
 NOT_JUDGED = "not judged yet"
 
 
-def verdict_word(verdict: Verdict | None) -> str:
-    """The verdict as the table writes it: its name, or :data:`NOT_JUDGED`."""
-    return NOT_JUDGED if verdict is None else verdict.value
+def verdict_cell(verdict: Verdict | None) -> tuple[str, str]:
+    """The verdict as the table writes it and its style: its name, or :data:`NOT_JUDGED`
+    unstyled."""
+    if verdict is None:
+        return NOT_JUDGED, ""
+    return verdict.value, VERDICT_STYLES.get(verdict, "")
 
 
 def row_setting(row: SettingRow, varying: tuple[Setting, ...]) -> str:
@@ -204,12 +207,8 @@ def verdict_columns(
     verdict = TableColumn(
         "verdict",
         tuple(
-            text(
-                verdict_word(r.verdict),
-                n,
-                "" if r.verdict is None else VERDICT_STYLES.get(r.verdict, ""),
-            )
-            for n, r in numbered
+            text(word, n, style)
+            for n, (word, style) in enumerate(map(verdict_cell, (r.verdict for r in rows)))
         ),
         "left",
     )
