@@ -800,9 +800,13 @@ ISOLATED_PARTITION_HANDLING = "pause_minority"
 MAX_CLUSTER_NODES = 9
 
 
-#: What a node that booted beside the first node of a new cluster says when it made its
-#: tables before the cluster's feature flags reached it.
+#: What a joiner of a new cluster says when it made its tables before the first node's
+#: feature flags reached it: it joined nothing and holds no data, so it starts afresh.
 _SCHEMA_RACE = "schema_integrity_check_failed"
+#: What the first node says when it synced its feature flags with a joiner whose tables
+#: were not yet active ("All replicas on diskfull nodes are not active yet", seen under
+#: load): the joiner is in its cluster already, so it starts again on its own data.
+_FLAGS_RACE = "incompatible_feature_flags"
 
 
 class LocalCluster:
@@ -1123,14 +1127,14 @@ class LocalCluster:
     def _start_nodes(self, nodes: Sequence[LocalBroker], deadline: float) -> None:
         left = max(1.0, deadline - time.monotonic())
         failures = _each(nodes, lambda node: node.start(left), raise_first=False)
-        raced = [f for f in failures if _SCHEMA_RACE in str(f)]
+        raced = [f for f in failures if _SCHEMA_RACE in str(f) or _FLAGS_RACE in str(f)]
         if raced and len(raced) == len(failures) and any(n.running for n in nodes):
-            # Booted at once, a joiner can make its tables before the first node's feature
-            # flags reach it, and then refuses to join (schema_integrity_check_failed). It
-            # holds no data yet: start it afresh, now that the cluster it joins is up.
+            # Booted at once, a node can lose a race with the others and exit (see
+            # _SCHEMA_RACE, _FLAGS_RACE): start it again now that the others are up.
             again = [node for node in nodes if not node.running]
             for node in again:
-                shutil.rmtree(node.base_dir / "mnesia", ignore_errors=True)
+                if any(_SCHEMA_RACE in str(f) and node.nodename in str(f) for f in raced):
+                    shutil.rmtree(node.base_dir / "mnesia", ignore_errors=True)
             left = max(1.0, deadline - time.monotonic())
             failures = _each(again, lambda node: node.start(left), raise_first=False)
         if failures:
