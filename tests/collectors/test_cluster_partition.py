@@ -179,8 +179,9 @@ async def test_a_quorum_run_loses_nothing_through_a_partition_and_the_cluster_he
     """The drill: 3 quorum queues of 3 members, persistent messages with confirms, clients
     round-robin over the nodes; ``fault partition 3`` at 8 s as a schedule step, and
     ``fault heal 3`` asked once node 1 (or 2) has listed node 3 down and node 3 has said it
-    paused itself (RabbitMQ and its database stopped): on a quiet machine that is ~20 s into the cut; on a busy one a look at
-    node 1's API took ~11 s, and a heal at a fixed 30 s came before any look saw the cut.
+    paused itself (RabbitMQ and its database stopped): on a quiet machine that is ~17 s into
+    the cut; on a busy one a look at node 1's API took ~11 s, and a heal at a fixed 30 s
+    came before any look saw the cut.
     The run ends once its clients are back (bounds: 120 s for the looks, 90 s for the
     recovery). Node 3 pauses (pause_minority), the majority carries on, nothing
     confirmed is lost, and after the heal the cluster is whole again."""
