@@ -16,6 +16,8 @@ import pytest
 
 from tests.private_nodes import PrivateNodes
 
+pytest_plugins = ["tests.cpu_usage"]
+
 SHARED_URI = os.environ.get("FLOWDECK_TEST_URI", "amqp://guest:guest@127.0.0.1:5672/%2F")
 SHARED_MANAGEMENT_URL = os.environ.get("FLOWDECK_TEST_MANAGEMENT_URL", "http://127.0.0.1:15672")
 
