@@ -88,9 +88,13 @@ def test_the_search_finds_where_the_consumer_falls_behind(
     assert found is not None and found.rate is not None and found.broke_at is not None, said
     print("\n".join(said), f"\ncapacity {found.rate} msg/s, broke at {found.broke_at}", sep="\n")
     assert 50 <= found.rate < found.broke_at <= 1.25 * found.rate + 50, found.reasoning
-    # past the capacity the consumer fell behind: the queue grew
+    # past the capacity the consumer fell behind: the queue grew. A step there whose figures
+    # were a backlog's is inconclusive and taken again (beside a CPU hog: rate=240 first
+    # read "draining a backlog", 1,552 consumed of 1,440 published after an overloaded
+    # 250, then "overloaded" when retaken), so the last step at that rate decided it.
     above = [s for s in autopilot.search.steps if s.value == found.broke_at]
-    assert above and above[0].verdict is Verdict.OVERLOADED, above
+    assert above and above[-1].verdict is Verdict.OVERLOADED, above
+    assert all(autopilot.search.inconclusive(s) for s in above[:-1]), above
     assert controller.settings.rate == found.per_publisher  # the run was left at it
 
     assert controller.session_dir is not None
