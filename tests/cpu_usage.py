@@ -6,8 +6,9 @@ Each phase (setup, call, teardown) records the CPU seconds of the test process a
 child processes it waited for (``flowdeck`` runs in a subprocess, Spark's JVM, pip) as a
 ``cpu_s`` user property: it reaches the JUnit XML as a property and, under pytest-xdist,
 the main process, which names the heaviest tests at the end (``--cpu-top N``, 0 for none).
-A private node runs detached from the test that starts it, and the shared broker serves
-every test process at once: neither is in these figures.
+A private node is a child process too: its CPU counts where it is reaped, in the test
+(or teardown) that stops it, so a module's shared node or cluster lands on its last test.
+The shared broker serves every test process at once and is in none of these figures.
 """
 
 from __future__ import annotations
@@ -73,12 +74,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     top = config.getoption("--cpu-top")
-    spent = _SPENT
-    if not top or not spent:
+    if not top or not _SPENT:
         return
-    total = sum(spent.values())
+    total = sum(_SPENT.values())
     terminalreporter.write_sep(
-        "=", f"{top} tests that took the most CPU (of {total:,.0f} s in {len(spent)} tests)"
+        "=", f"{top} tests that took the most CPU (of {total:,.0f} s in {len(_SPENT)} tests)"
     )
-    for nodeid, seconds in sorted(spent.items(), key=lambda kv: -kv[1])[:top]:
+    for nodeid, seconds in sorted(_SPENT.items(), key=lambda kv: -kv[1])[:top]:
         terminalreporter.write_line(f"{seconds:7.1f}s cpu  {nodeid}")

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -82,10 +83,14 @@ class LostWorkerRun:
         return "\n".join(lines[first : first + 1 + len(self.rows)])
 
 
-def queue_published(management_url: str, name: str) -> int:
+def _queue(management_url: str, name: str) -> dict[str, Any]:
+    """Queue ``name`` of vhost / as the management API lists it."""
     with httpx.Client(base_url=management_url, auth=("guest", "guest"), timeout=10) as api:
-        queue = api.get(f"/api/queues/%2F/{quote(name, safe='')}").json()
-    return int(queue.get("message_stats", {}).get("publish", 0))
+        return dict(api.get(f"/api/queues/%2F/{quote(name, safe='')}").json())
+
+
+def queue_published(management_url: str, name: str) -> int:
+    return int(_queue(management_url, name).get("message_stats", {}).get("publish", 0))
 
 
 def queue_enqueued(management_url: str, name: str) -> int | None:
@@ -93,9 +98,7 @@ def queue_enqueued(management_url: str, name: str) -> int | None:
     next sequence number of its backing queue): a message counts as the queue takes it,
     and a message requeued keeps its number, so a channel killed with its connection takes
     none of it along. None until the node has emitted the queue's statistics."""
-    with httpx.Client(base_url=management_url, auth=("guest", "guest"), timeout=10) as api:
-        queue = api.get(f"/api/queues/%2F/{quote(name, safe='')}").json()
-    taken = (queue.get("backing_queue_status") or {}).get("next_seq_id")
+    taken = (_queue(management_url, name).get("backing_queue_status") or {}).get("next_seq_id")
     return None if taken is None else int(taken)
 
 
