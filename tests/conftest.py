@@ -24,8 +24,9 @@ SHARED_MANAGEMENT_URL = os.environ.get("FLOWDECK_TEST_MANAGEMENT_URL", "http://1
 
 def xdist_group_of(item: pytest.Item) -> str | None:
     """Which tests must share a test process when the suite runs in several (scripts/test
-    runs five with ``--dist loadgroup``): the tests on the one Spark session share it, and
-    the tests of a module (or package) share what its module-scoped fixtures start, such as
+    runs five, or three on a busy machine, with ``--dist loadgroup``): the tests on the one
+    Spark session share it, and the tests of a module (or package) share what its
+    module-scoped fixtures start, such as
     a private node, instead of starting one per process; the cluster modules share one
     process so their clusters never boot at once. A test that starts a Spark
     cluster of its own belongs to no group and may run beside the Spark tests."""
