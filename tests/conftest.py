@@ -150,25 +150,21 @@ def private_broker() -> Iterator[PrivateNodes]:
 
 @pytest.fixture(scope="session")
 def spark():  # type: ignore[no-untyped-def]
-    """One local SparkSession for the whole test run: 2 cores, few partitions, no UI.
+    """One local SparkSession for the whole test run: 2 cores, few partitions, no UI, made
+    as a report run makes its own (``spark_session``), so its driver listens on loopback
+    only: built here with only a master, it listened on the machine's outward address too.
 
     Its Python tasks run this interpreter, the one flowdeck is installed in: PySpark takes
     PYSPARK_PYTHON when the context starts, else ``python3`` from PATH, which outside an
     activated venv (scripts/test, CI) has no flowdeck. A cockpit Spark run in this process
     reuses this context, and its tasks then failed at once to import flowdeck."""
-    pyspark_sql = pytest.importorskip("pyspark.sql")
+    pytest.importorskip("pyspark.sql")
+    from flowdeck.spark_reports.job import spark_session
+
     python_before = os.environ.get("PYSPARK_PYTHON")
     os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (
-        pyspark_sql.SparkSession.builder.master("local[2]")
-        .appName("flowdeck tests")
-        .config("spark.sql.shuffle.partitions", "2")
-        .config("spark.default.parallelism", "2")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.memory", "1g")
-        .getOrCreate()
-    )
+    session = spark_session("local[2]", "flowdeck tests")
+    session.conf.set("spark.sql.shuffle.partitions", "2")
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
