@@ -97,11 +97,23 @@ async def until(condition: Callable[[], bool], limit: float = 30.0) -> bool:
 
 
 async def publish_count(publisher: Publisher, count: int) -> None:
-    """Publish exactly ``count`` messages (window permitting) and stop."""
+    """Publish exactly ``count`` messages (window permitting) and stop: the publisher's
+    sends are cut at ``count`` and it stops in the send that reaches it, before a confirm
+    can open its window again (it sends nothing before ``start()``)."""
+    send = publisher._send
+
+    def up_to_count(batch: int, now: int) -> None:
+        batch = min(batch, count - publisher.published)
+        if batch > 0:
+            send(batch, now)
+        if publisher.published >= count:
+            publisher.stop()
+
+    publisher._send = up_to_count  # type: ignore[method-assign]
     publisher.set_inflight(count)
     publisher.start()
-    assert await until(lambda: publisher.published >= count)
-    publisher.stop()
+    assert await until(lambda: publisher.stopped)
+    assert publisher.published == count
 
 
 # -- connecting ------------------------------------------------------------------------
