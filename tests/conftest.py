@@ -165,7 +165,6 @@ def spark():  # type: ignore[no-untyped-def]
     os.environ["PYSPARK_PYTHON"] = sys.executable
     session = spark_session("local[2]", "flowdeck tests")
     session.conf.set("spark.sql.shuffle.partitions", "2")
-    session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
     if python_before is None:

@@ -83,7 +83,7 @@ async def run_with_kill(
     async def stop_after_the_outage() -> RunSummary:
         while True:
             ended = next((e for e in events if e.kind is EventKind.OUTAGE_ENDED), None)
-            if ended is not None and any(t.at >= ended.at + AFTER_OUTAGE_S for t in ticks):
+            if ended is not None and ticks and ticks[-1].at >= ended.at + AFTER_OUTAGE_S:
                 return await controller.stop("the outage is over")
             if not controller.running:
                 return await controller.wait()
