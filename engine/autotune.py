@@ -24,6 +24,8 @@ The search, as stated in ``docs/engine.md`` (The autopilot):
   go through ``figures.verdict`` (``judge``, ``ranked_throughput``, ``recommend``),
   the one home of the verdict rules. A held step's phase is ended by a mark and the step
   judged once that phase has every row, so its verdict is the one the report gives it.
+* **Retake**: a step whose verdict is inconclusive (draining a backlog, catching up, too
+  short) is taken again once, at the same value, after the queues have drained.
 * **Stop** when throughput stops rising (the best so far not beaten by more than the
   report's tolerance for :data:`FLAT_STEPS` steps), when a step is overloaded (for prefetch
   and the ack interval: overloaded without beating every step before), its e2e p99
@@ -254,39 +256,52 @@ class Search:
     flat: int = 0
     #: Values the run was left at and held again to confirm the choice.
     confirmed: set[float] = field(default_factory=set)
+    #: A step whose figures said nothing of the setting (it drained a backlog, caught up or
+    #: was too short) is taken again at the same value once the queues are empty.
+    retry: int | None = None
 
     def next_value(self) -> int | None:
-        """The next value to try: the ladder's next above every value tried so far."""
+        """The next value to try: a step to take again, else the ladder's next above every
+        value tried so far."""
+        if self.retry is not None:
+            return self.retry
         tried = max((s.value for s in self.steps), default=0)
         return next((v for v in self.values if v > tried), None)
 
     def add(self, step: StepResult) -> str | None:
         """Take a judged step; why the search ends with it, or None to go on. A step whose
         verdict does not judge capacity (draining a backlog, catching up, too short) is
-        taken but neither beats the best nor counts as flat."""
+        taken again once (:attr:`retry`), its e2e p99 (the backlog's) not held against the
+        operator's bound; taken a second time so, it neither beats the best nor counts as
+        flat."""
         best_before = max(
             (s.point.throughput for s in self.steps if s.verdict.judged_capacity), default=0.0
         )
         self.steps.append(step)
+        retried, self.retry = self.retry, None
         name = f"{self.setting.value}={step.value}"
         if step.verdict is Verdict.OVERLOADED and not (
             self.setting in CONSUMER_WINDOWS
             and step.point.throughput > best_before / THROUGHPUT_TOLERANCE
         ):
             return f"{name} is overloaded ({step.reason})"
-        if self.bounds.max_p99_ms is not None and (
-            step.p99_ms is not None and step.p99_ms > self.bounds.max_p99_ms
-        ):
-            return (
-                f"{name}: e2e p99 {step.p99_ms:.2f} ms is past the bound "
-                f"{self.bounds.max_p99_ms:g} ms"
-            )
         if self.bounds.max_backlog is not None and (
             step.backlog is not None and step.backlog > self.bounds.max_backlog
         ):
             return (
                 f"{name}: backlog {step.backlog:,} messages is past the bound "
                 f"{self.bounds.max_backlog:,}"
+            )
+        if step.verdict.inconclusive:
+            if retried != step.value:
+                self.retry = int(step.value)
+                return None
+        elif self.bounds.max_p99_ms is not None and (
+            step.p99_ms is not None and step.p99_ms > self.bounds.max_p99_ms
+        ):
+            return (
+                f"{name}: e2e p99 {step.p99_ms:.2f} ms is past the bound "
+                f"{self.bounds.max_p99_ms:g} ms"
             )
         if not step.verdict.judged_capacity:
             pass
@@ -363,11 +378,6 @@ class RateSearch:
         bound = self.bounds.max_p99_ms
         return bound is None or (step.p99_ms is not None and step.p99_ms <= bound)
 
-    @staticmethod
-    def inconclusive(step: StepResult) -> bool:
-        """A probe whose figures are a backlog's or too few: neither held nor failed."""
-        return step.verdict in (Verdict.DRAINING, Verdict.CATCHING_UP, Verdict.TOO_SHORT)
-
     def next_value(self) -> float | None:
         if not self.steps:
             return self.start
@@ -388,7 +398,7 @@ class RateSearch:
         """Take a judged probe; why the search ends with it, or None to go on."""
         self.steps.append(step)
         retried, self.retry = self.retry, None
-        if self.inconclusive(step) and retried != step.value:
+        if step.verdict.inconclusive and retried != step.value:
             # Once: a second inconclusive probe of the same rate counts as failed.
             self.retry = step.value
             return None
@@ -681,7 +691,8 @@ class Autopilot(NullSink):
 
     def _waits(self, now: float | None) -> bool:
         """Whether to wait for the queues before the next step: a backlog draining before
-        the first one, or (after a failed rate probe) any backlog above the backlog size."""
+        the first one, or (after a failed rate probe, or a step that measured a backlog)
+        any backlog above the backlog size."""
         backlog = backlog_of(self._figures())
         if self._recovering:
             # Back at a rate that held: the queues' polls lag them by a statistics interval
@@ -775,27 +786,37 @@ class Autopilot(NullSink):
         values = ", ".join(format_number(v) for v in self.search.values)
         return (
             f"autotune {self.setting.value}: trying {values}; {held}; stops when throughput "
-            "stops rising, a step is overloaded" + "".join(f", {b}" for b in bounds if b)
+            "stops rising, a step is overloaded"
+            + "".join(f", {b}" for b in bounds if b)
+            + "; a step that measured a backlog is taken again once the queues are empty"
         )
 
     def _next(self) -> None:
         search = self.search
-        if isinstance(search, RateSearch) and self._recovered_after != len(search.steps):
-            recovery = search.recovery()
-            if recovery is not None:
+        if self._recovered_after != len(search.steps):
+            if isinstance(search, RateSearch):
                 # Back to a rate that held: the failed probe's backlog drains before the next.
-                self._recovered_after = len(search.steps)
-                self._recovering = True
-                self._request(recovery)
-                self.state = State.WAITING
-                self._waiting_since = None
+                recovery = search.recovery()
+                if recovery is not None:
+                    self._recover()
+                    self._request(recovery)
+                    return
+            elif search.retry is not None:
+                # The step measured a backlog, not its value: the value stays while the
+                # backlog drains, and the step is taken again from empty queues.
+                self._recover()
                 return
         value = search.next_value()
         if value is None:
             self._finish(f"the ladder ends at {self.setting.value}={search.values[-1]}")
             return
+        change = Change(self.setting, value)
+        if isinstance(search, Search) and search.retry is not None:
+            # The value is in force: a mark opens the step's new phase.
+            name = f"{self.setting.value}={format_number(value)}"
+            change = Change(Setting.MARK, label=f"autotune takes {name} again")
         try:
-            change_id = self.run.request(Change(self.setting, value), SOURCE)
+            change_id = self.run.request(change, SOURCE)
         except FlowdeckError as exc:
             self.state = State.STOPPED
             self._step = None
@@ -803,6 +824,13 @@ class Autopilot(NullSink):
             return
         self._step = _Step(value, change_id)
         self._phase_opened()
+
+    def _recover(self) -> None:
+        """Wait for the queues before the next step (:meth:`_waits`), once per step."""
+        self._recovered_after = len(self.search.steps)
+        self._recovering = True
+        self.state = State.WAITING
+        self._waiting_since = None
 
     def _phase_opened(self) -> None:
         """The step begins with the phase its change opened, and its phase ends with the

@@ -90,6 +90,13 @@ class Verdict(StrEnum):
         candidates come only from these."""
         return self in (Verdict.SUSTAINABLE, Verdict.BACK_PRESSURED, Verdict.THROTTLED)
 
+    @property
+    def inconclusive(self) -> bool:
+        """Whether a phase in this state says nothing of its setting either way: its
+        figures are a backlog's (draining it, catching up) or too few. The autopilot takes
+        such a step again once the queues are empty."""
+        return self in (Verdict.DRAINING, Verdict.CATCHING_UP, Verdict.TOO_SHORT)
+
 
 @dataclass(frozen=True, slots=True)
 class PhaseLoad:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import pytest
@@ -535,10 +537,18 @@ class Saturation:
     it; the broker polls report the queue each second."""
 
     def __init__(
-        self, run: FakeRun, capacity: float, poll_lag: int = 0, before_queues: bool = False
+        self,
+        run: FakeRun,
+        capacity: float | Callable[[Settings], float],
+        poll_lag: int = 0,
+        before_queues: bool = False,
+        unacked: Callable[[Settings, float], float] | None = None,
     ) -> None:
         self.run = run
-        self.capacity = capacity
+        #: Messages the consumers hold unacked at the run's settings and msg/s (None: 0).
+        self.unacked_at = unacked
+        #: msg/s the consumers can take (or what they take at the run's settings).
+        self.capacity_at = capacity if callable(capacity) else lambda _settings: capacity
         self.totals = Counters()
         self.second = 0
         self.depth = 0.0
@@ -554,25 +564,27 @@ class Saturation:
         self.second += 1
         run.now = run.started_at + self.second
         rate = run.settings.rate
-        consumed = min(self.capacity, rate + self.depth)
+        capacity = self.capacity_at(run.settings)
+        consumed = min(capacity, rate + self.depth)
         self.depth = max(0.0, self.depth + rate - consumed)
         published, taken = int(rate), int(consumed)
         self.totals = self.totals + Counters(
             published=published, confirmed=published, consumed=taken, acked=taken
         )
         histogram = new_histogram()
-        wait_us = int(1_000_000 * self.depth / self.capacity)
+        wait_us = int(1_000_000 * self.depth / capacity)
         for _ in range(max(1, taken)):
             record(histogram, 2000 + wait_us)
+        unacked = 0 if self.unacked_at is None else round(self.unacked_at(run.settings, consumed))
         snapshot = ClientSnapshot(
             worker=0, at=run.now - 0.001, interval=1.0, counters=self.totals,
-            pending_confirms=1, unacked=0, connections=2, blocked=0, settings=run.settings,
+            pending_confirms=1, unacked=unacked, connections=2, blocked=0, settings=run.settings,
             target_rate=rate, latency={E2E: encode(histogram)},
         )  # fmt: skip
         tick = Tick(
             at=run.now, elapsed=float(self.second), duration=600, target_rate=rate,
             publish_rate=rate, confirm_rate=rate, consume_rate=consumed, nack_rate=0,
-            return_rate=0, totals=self.totals, pending_confirms=1, unacked=0, connections=2,
+            return_rate=0, totals=self.totals, pending_confirms=1, unacked=unacked, connections=2,
             blocked=0, settings=run.settings,
         )  # fmt: skip
         self.depths.append(self.depth)
@@ -674,3 +686,70 @@ def test_a_recovery_waits_for_a_backlog_the_polls_do_not_see() -> None:
     found = autopilot.capacity
     assert found is not None and found.rate is not None
     assert 800 <= found.rate <= 1000, found.reasoning
+
+
+# -- a step that measured a backlog --------------------------------------------------------------
+
+
+def test_an_inconclusive_step_is_taken_again_once_and_its_p99_is_not_held_against_the_bound() -> (
+    None
+):
+    search = Search(Setting.PREFETCH, (1, 2, 5, 10), Bounds(max_p99_ms=50))
+    assert search.add(step(1, 500)) is None
+    # 2 drained a backlog: consumed 800 of 500 msg/s, p99 15 s (the backlog's)
+    point = ranked_throughput(2, 800, 500, 15_000, Verdict.DRAINING, "prefetch=2")
+    draining = dataclasses.replace(
+        step(2, 800, target=500, p99=15_000), verdict=Verdict.DRAINING, point=point
+    )
+    assert draining.verdict.inconclusive and not Verdict.OVERLOADED.inconclusive
+    assert search.add(draining) is None
+    assert search.retry == 2 and search.next_value() == 2
+    # taken again and inconclusive again: the climb goes on, neither beaten nor tied
+    assert search.add(draining) is None
+    assert search.retry is None and search.next_value() == 5 and search.flat == 0
+    assert search.add(step(5, 500, target=500)) is None
+    assert search.next_value() == 10
+
+
+def test_a_step_that_drained_the_backlog_of_the_one_before_is_taken_again_from_empty_queues() -> (
+    None
+):
+    # On a busy CI machine prefetch 1 held two consumers working 5 ms a message to 250 of
+    # 350 msg/s, and every later step drained the backlog it left ("draining a backlog",
+    # e2e p99 15 s): the ladder ran to its end and nothing was recommended.
+    spec = RunSpec(rate=350, prefetch=1, publishers=1, consumers=2, uri="amqp://x")
+    run = FakeRun(spec)
+    autopilot = Autopilot(run, "prefetch", hold_s=3)
+    autopilot.attach()
+    # Each consumer holds a message for its work (5 ms) and the ack's way (2 ms), up to
+    # its prefetch: msg/s × 7 ms unacked (Little), at most prefetch × 2.
+    broker = Saturation(
+        run,
+        capacity=lambda settings: min(400.0, 250.0 * settings.prefetch),
+        unacked=lambda settings, consumed: min(2.0 * settings.prefetch, consumed * 0.007),
+    )
+    depth_at: dict[str, float] = {}
+    request = run.request
+
+    def recording(change: Change, source: str = "operator") -> int:
+        depth_at.setdefault(change.describe(), broker.depth)
+        return request(change, source)
+
+    run.request = recording  # type: ignore[method-assign]
+    for _ in range(600):
+        if not autopilot.active:
+            break
+        broker.second_passes()
+    assert autopilot.state is State.DONE, run.said()
+    taken = [(s.value, s.verdict) for s in autopilot.search.steps]
+    assert taken[0] == (1, Verdict.OVERLOADED), taken
+    assert taken[1] == (2, Verdict.DRAINING) and taken[2] == (2, Verdict.SUSTAINABLE), taken
+    assert "autotune takes prefetch=2 again" in marks(run)
+    # the value stayed in force while the backlog drained, and the step began again from
+    # empty queues
+    assert [value for value, _ in steps_asked(run)][:2] == [1, 2]
+    assert any(said.startswith("autotune prefetch waits: a backlog of") for said in run.said())
+    again = next(d for change, d in depth_at.items() if "takes prefetch=2 again" in change)
+    assert again < 100, depth_at
+    assert autopilot.chosen == 2 == run.settings.prefetch, run.said()
+    assert_steps_judged_on_final_figures(run, autopilot)
