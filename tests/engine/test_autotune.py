@@ -597,6 +597,27 @@ class Saturation:
             sink.on_tick(tick)
 
 
+def drive(
+    autopilot: Autopilot, broker: Saturation, seconds: int = 600
+) -> list[tuple[Change, float]]:
+    """Let seconds pass until the autopilot is done (at most ``seconds``); each change it
+    asked for, with the queue's depth when it did."""
+    run = broker.run
+    asked: list[tuple[Change, float]] = []
+    request = run.request
+
+    def recording(change: Change, source: str = "operator") -> int:
+        asked.append((change, broker.depth))
+        return request(change, source)
+
+    run.request = recording  # type: ignore[method-assign]
+    for _ in range(seconds):
+        if not autopilot.active:
+            break
+        broker.second_passes()
+    return asked
+
+
 def test_the_rate_search_finds_where_consumers_stop_keeping_up() -> None:
     spec = RunSpec(rate=100, inflight=100, publishers=1, consumers=1, uri="amqp://x")
     run = FakeRun(spec)
@@ -662,20 +683,13 @@ def test_a_recovery_waits_for_a_backlog_the_polls_do_not_see() -> None:
     autopilot = Autopilot(run, "rate", hold_s=3)
     autopilot.attach()
     broker = Saturation(run, capacity=1000, before_queues=True)
-    at_request: list[tuple[float, float]] = []
-    request = run.request
-
-    def recording(change: Change, source: str = "operator") -> int:
-        if change.setting is not Setting.MARK:
-            at_request.append((float(change.value or 0), broker.depth))
-        return request(change, source)
-
-    run.request = recording  # type: ignore[method-assign]
-    for _ in range(600):
-        if not autopilot.active:
-            break
-        broker.second_passes()
+    asked = drive(autopilot, broker)
     assert autopilot.state is State.DONE, run.said()
+    at_request = [
+        (float(change.value or 0), depth)
+        for change, depth in asked
+        if change.setting is not Setting.MARK
+    ]
     failed = [i for i, (rate, _) in enumerate(at_request) if rate == 1600]
     assert failed and at_request[failed[0] + 1][0] == 800, at_request
     # every probe after a recovery (back at 800, which held) starts from drained queues
@@ -728,18 +742,7 @@ def test_a_step_that_drained_the_backlog_of_the_one_before_is_taken_again_from_e
         capacity=lambda settings: min(400.0, 250.0 * settings.prefetch),
         unacked=lambda settings, consumed: min(2.0 * settings.prefetch, consumed * 0.007),
     )
-    depth_at: dict[str, float] = {}
-    request = run.request
-
-    def recording(change: Change, source: str = "operator") -> int:
-        depth_at.setdefault(change.describe(), broker.depth)
-        return request(change, source)
-
-    run.request = recording  # type: ignore[method-assign]
-    for _ in range(600):
-        if not autopilot.active:
-            break
-        broker.second_passes()
+    asked = drive(autopilot, broker)
     assert autopilot.state is State.DONE, run.said()
     taken = [(s.value, s.verdict) for s in autopilot.search.steps]
     assert taken[0] == (1, Verdict.OVERLOADED), taken
@@ -749,7 +752,9 @@ def test_a_step_that_drained_the_backlog_of_the_one_before_is_taken_again_from_e
     # empty queues
     assert [value for value, _ in steps_asked(run)][:2] == [1, 2]
     assert any(said.startswith("autotune prefetch waits: a backlog of") for said in run.said())
-    again = next(d for change, d in depth_at.items() if "takes prefetch=2 again" in change)
-    assert again < 100, depth_at
+    again = next(
+        depth for change, depth in asked if change.label == "autotune takes prefetch=2 again"
+    )
+    assert again < 100, asked
     assert autopilot.chosen == 2 == run.settings.prefetch, run.said()
     assert_steps_judged_on_final_figures(run, autopilot)
