@@ -16,6 +16,7 @@ from flowdeck.collectors import (
     BrokerWatch,
     LocalBroker,
     ManagementCollector,
+    NodeSample,
     SourceError,
 )
 from flowdeck.collectors.client_names import client_connection_name, new_run_tag
@@ -319,12 +320,17 @@ async def test_run_clients_and_their_messages_are_told_by_their_names(
             async def counted() -> BrokerSample | None:
                 # The counters and the gauges come from statistics the node emits apart: a
                 # busy machine's sample had all 301 acks counted and 2 still unacked.
+                # A connection's or channel's state comes with its first statistics
+                # emission, after it is listed: a busy machine's sample listed 3 channels,
+                # none of them running or in flow yet.
                 sample = await collector.sample()
                 settled = (
                     sample.run_accepted == sent
                     and sample.run_acked == sent + 1
                     and sample.run_unacked == 0
                     and sample.run_unconfirmed == 0
+                    and len(sample.nodes) == 1
+                    and states_known(sample.nodes[0], sample)
                 )
                 return sample if settled else None
 
@@ -351,3 +357,16 @@ async def test_run_clients_and_their_messages_are_told_by_their_names(
             await connection.close()
         async with await aio_pika.connect(node.uri) as cleaner:
             await (await cleaner.channel()).queue_delete(queue_name)
+
+
+def states_known(node: NodeSample, sample: BrokerSample) -> bool:
+    """Whether every connection and channel ``sample`` lists has its state on ``node``
+    (the sample's only node)."""
+    connections = (
+        (node.connections_running or 0)
+        + (node.connections_flow or 0)
+        + (node.connections_blocking or 0)
+        + (node.connections_blocked or 0)
+    )
+    channels = (node.channels_running or 0) + (node.channels_flow or 0)
+    return connections == sample.connections and channels == sample.channels
