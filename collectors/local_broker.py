@@ -106,21 +106,39 @@ def find_tool(name: str) -> Path:
     return Path(found)
 
 
+#: Where picked ports start: above the well-known and registered services most machines run.
+_PICKED_LOW = 20000
+_PORT_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+
+
+def ephemeral_low() -> int:
+    """The first port the kernel hands to outgoing connections (Linux's
+    ``ip_local_port_range``; 32768 where it cannot be read)."""
+    try:
+        return int(_PORT_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port(*, below: int = 65536) -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now (and below ``below``)."""
+    """A TCP port on 127.0.0.1 that nothing listens on now, below ``below``, and below the
+    range the kernel hands to outgoing connections: a port picked there could be taken as
+    the local port of any connection (a load run opens hundreds) between the pick and the
+    listener's bind, and a node whose plugin listener then failed to bind died at boot
+    (``rabbitmq_prometheus`` ``bad_return``, seen beside a CPU hog)."""
+    top = min(below, ephemeral_low())
+    if top - 1 <= _PICKED_LOW:  # an unusual port range: anywhere below ``below``
+        top = below
+    low = _PICKED_LOW if top - 1 > _PICKED_LOW else 1024
     for _ in range(200):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            if below >= 65536:
-                sock.bind(("127.0.0.1", 0))
-            else:
-                try:
-                    sock.bind(("127.0.0.1", random.randint(20000, below - 1)))
-                except OSError:
-                    continue
+            try:
+                sock.bind(("127.0.0.1", random.randint(low, top - 1)))
+            except OSError:
+                continue
             port: int = sock.getsockname()[1]
-        if port < below:
-            return port
-    raise SourceError(f"found no free TCP port below {below} on 127.0.0.1; free some ports")
+        return port
+    raise SourceError(f"found no free TCP port below {top} on 127.0.0.1; free some ports")
 
 
 def port_taken(port: int) -> bool:
@@ -229,7 +247,11 @@ class LocalBroker:
         self.prometheus_port = prometheus_port or free_port()
         #: The stream protocol's listener (rabbitmq_stream, on with rabbitmq_amqp1_0).
         self.stream_port: int | None = stream_port or free_port()
-        self.dist_port = dist_port or free_port(below=65536 - _CLI_DIST_OFFSET - _CLI_DIST_RANGE)
+        # The CLI's own distribution ports sit _CLI_DIST_OFFSET above: below the outgoing
+        # connections' range too.
+        self.dist_port = dist_port or free_port(
+            below=min(65536, ephemeral_low()) - _CLI_DIST_OFFSET - _CLI_DIST_RANGE
+        )
         self.stats_interval_ms = stats_interval_ms
         self.file_limit = file_limit
         self.tls = tls
