@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import re
 import sys
 import time
 from pathlib import Path
@@ -114,7 +115,13 @@ def test_its_choice_at_a_clear_knee_is_the_reports_recommendation(
     assert chosen is not None and chosen in values and chosen > 1
     final = next(m for m in said if " chosen (msg/s " in m)
     assert final.startswith(f"autotune: inflight={chosen} chosen (msg/s "), said
-    assert "throughput stopped rising" in final
+    # It ends past the knee: throughput stopped rising, or a window wider than the chosen
+    # one overloaded the consumer (1,400 msg/s of persistent quorum messages is near what
+    # a slow node takes: a busy run read 1,398 msg/s at 70 and 1,389 at 140, then
+    # inflight=280 overloaded with 7,627 of 8,140 confirmed messages consumed).
+    ended = re.search(r"throughput stopped rising|inflight=(\d+) is overloaded", final)
+    assert ended, final
+    assert ended[1] is None or int(ended[1]) > chosen, final
     assert controller.settings.inflight == chosen  # the run was left at it
 
     # Every step is a phase of the session (the first one merges with the run's start, a
