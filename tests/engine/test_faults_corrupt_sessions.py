@@ -106,8 +106,11 @@ def test_the_uncorrupted_session_reads_without_problems(good_session: Path) -> N
 
 
 @pytest.mark.slow
+# Six corruptions of eight files or more, at random places: 60 examples a run cover each
+# pairing about once, and every run draws new ones (no example database is kept); 120
+# took 49 s of a quiet CI run.
 @settings(
-    max_examples=120,
+    max_examples=60,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
@@ -213,8 +216,9 @@ _manifest_keys = st.sampled_from(
 
 
 @pytest.mark.slow
+# New manifests every run, as above (150 took 30 s of a quiet CI run).
 @settings(
-    max_examples=150,
+    max_examples=75,
     deadline=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
