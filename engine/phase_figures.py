@@ -110,6 +110,11 @@ class PhaseTable(NullSink):
         """How many snapshots the table has taken in."""
         return len(self._rows)
 
+    @property
+    def published(self) -> int:
+        """Messages published so far, by each worker's latest snapshot."""
+        return sum(counters.published for counters in self._last.values())
+
     # -- feeding -----------------------------------------------------------------------------
 
     def add_snapshot(self, snap: ClientSnapshot) -> None:

@@ -423,7 +423,9 @@ def test_an_operator_change_of_the_setting_stops_the_autopilot() -> None:
     autopilot = Autopilot(run, "inflight", hold_s=3)
     autopilot.attach()
     knee = Knee(run)
-    for _ in range(7):  # step 1 held 6 s, judged once its phase's rows are in: step 2 runs
+    # step 1 (from the run's first second with messages published) held 6 s, judged once
+    # its phase's rows are in: step 2 runs
+    for _ in range(8):
         knee.second_passes()
     run.request(Change(Setting.INFLIGHT, 40), "operator")
     assert autopilot.state is State.STOPPED
@@ -449,6 +451,10 @@ def test_armed_before_the_run_it_begins_once_the_run_has_started() -> None:
         await asyncio.sleep(0)
 
     asyncio.run(start())
+    # Nothing published yet (its clients still connecting): the first step would have
+    # those seconds in its phase. It begins with the run's first second of messages.
+    assert autopilot.state is State.WAITING and not run.changes
+    Knee(run).second_passes()
     assert autopilot.state is State.SEARCHING
     assert run.changes == [(Change(Setting.PREFETCH, 1), "autotune")]
 
@@ -462,6 +468,7 @@ def test_a_refused_step_stops_it_with_the_reason() -> None:
     run.request = refuse  # type: ignore[method-assign]
     autopilot = Autopilot(run, "inflight")
     autopilot.attach()
+    Knee(run).second_passes()  # the first messages: the first step is asked for
     assert autopilot.state is State.STOPPED
     assert run.said()[-1] == (
         "autotune stopped: inflight=1 was refused: changes apply only while the run is running"
@@ -501,6 +508,49 @@ def test_started_mid_run_it_judges_its_first_step_by_that_step_alone() -> None:
     assert "autotune step 1 inflight=1: 200.0 msg/s" in run.said()[1]
 
 
+def published_by(run: FakeRun, published: int) -> ClientSnapshot:
+    """A snapshot of the run's worker that has published ``published`` messages."""
+    return ClientSnapshot(
+        worker=0, at=run.now - 0.001, interval=1.0, counters=Counters(published=published),
+        pending_confirms=0, unacked=0, connections=2, blocked=0, settings=run.settings,
+        target_rate=run.spec.target_rate,
+    )  # fmt: skip
+
+
+def test_the_first_step_waits_for_the_runs_first_messages() -> None:
+    """At a run's start the clients connect before they publish (a second or more through
+    a slow link on a busy machine): a first step begun then has those seconds in its phase
+    and reads under its rate, where the session, measured from the first send, does not."""
+    spec = RunSpec(rate=100, inflight=100, publishers=1, consumers=1, uri="amqp://x")
+    run = FakeRun(spec)
+    autopilot = Autopilot(run, "rate", hold_s=3)
+    autopilot.attach()
+    assert autopilot.state is State.WAITING and not run.changes
+    broker = Saturation(run, capacity=1500)
+    broker.second_passes()
+    assert autopilot.state is State.SEARCHING
+    assert [value for value, _ in steps_asked(run)] == [100]
+    opened = next(e.at for e in run.events if e.kind is EventKind.PHASE)
+    assert opened >= run.started_at + 1  # after the first second of messages
+
+
+def test_with_publishers_that_never_send_it_stops_and_says_so() -> None:
+    run = knee_run()
+    autopilot = Autopilot(run, "inflight", hold_s=3)
+    autopilot.attach()
+    silent = Tick(
+        at=run.now, elapsed=0.0, duration=600, target_rate=1000, publish_rate=0,
+        confirm_rate=0, consume_rate=0, nack_rate=0, return_rate=0, totals=Counters(),
+        pending_confirms=0, unacked=0, connections=2, blocked=0, settings=run.settings,
+    )  # fmt: skip
+    for second in range(200):
+        if not autopilot.active:
+            break
+        autopilot.on_tick(dataclasses.replace(silent, at=run.started_at + second))
+    assert autopilot.state is State.STOPPED and not run.changes
+    assert run.said()[-1].startswith("autotune cannot judge: the publishers sent nothing in ")
+
+
 def test_it_waits_for_a_draining_backlog_before_its_first_step() -> None:
     run = knee_run()
     autopilot = Autopilot(run, "inflight", hold_s=3)
@@ -510,7 +560,9 @@ def test_it_waits_for_a_draining_backlog_before_its_first_step() -> None:
         depth[0] = max(0, depth[0] - 10_000)
         return poll(at, depth[0])
 
-    # the queues hold 40,000 messages, draining 10,000 a second
+    # mid-run: the run has published, and the queues hold 40,000 messages, draining
+    # 10,000 a second
+    run.phase_table.add_snapshot(published_by(run, 50_000))
     run.phase_table.add_poll(poll(run.now - 1, 50_000))
     run.phase_table.add_poll(draining_poll(run.now))
     autopilot.attach()
