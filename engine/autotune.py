@@ -697,8 +697,8 @@ class Autopilot(NullSink):
         phase and reads under its value's rate, where the session, measured from the first
         send, does not: beside a CPU hog a rate search's first step read 41.2 msg/s for 50
         (back-pressured), its clients a second connecting through a delayed link. So the
-        first step waits for a second of the run's with messages published, and gives up
-        after :data:`WAIT_HOLDS` longest holds."""
+        first step waits for the run's first messages published (a snapshot or a second of
+        the run's that has them), and gives up after :data:`WAIT_HOLDS` longest holds."""
         if self.search.steps or self._step is not None:
             return False
         settings = self.run.requested_settings
