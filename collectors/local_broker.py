@@ -108,6 +108,10 @@ def find_tool(name: str) -> Path:
 
 #: Where picked ports start: above the well-known and registered services most machines run.
 _PICKED_LOW = 20000
+#: Picks from the operating system's randomness, not the ``random`` module's state, which
+#: tests and libraries seed: two test processes' first private nodes, booting at once, picked
+#: the same distribution port and one died at boot (``dist_port_already_used``).
+_PICKS = random.SystemRandom()
 _PORT_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
@@ -133,7 +137,7 @@ def free_port(*, below: int = 65536) -> int:
     for _ in range(200):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
             try:
-                sock.bind(("127.0.0.1", random.randint(low, top - 1)))
+                sock.bind(("127.0.0.1", _PICKS.randint(low, top - 1)))
             except OSError:
                 continue
             port: int = sock.getsockname()[1]
