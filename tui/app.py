@@ -114,7 +114,8 @@ class FlowdeckApp(App[None]):
         self.change_history: list[str] = []
         # Keys typed while a screen opens wait here, in order, until it has the focus.
         self._held_keys: deque[events.Key | events.Paste] = deque()
-        self._released: set[int] = set()  # handed on, not yet back in on_event
+        #: Keys handed on, not yet back in on_event: id -> when handed on.
+        self._released: dict[int, float] = {}
         self._held_since = 0.0  # when the oldest held key began to wait for its screen
         self._key_in_flight: events.Key | events.Paste | None = None
         self._in_flight_since = 0.0
@@ -200,7 +201,7 @@ class FlowdeckApp(App[None]):
                 self._key_landed()
             return
         released = id(event) in self._released
-        self._released.discard(id(event))
+        self._released.pop(id(event), None)
         if not released and (
             self._key_in_flight is not None or self._held_keys or not self.ready_for_keys()
         ):
@@ -255,15 +256,24 @@ class FlowdeckApp(App[None]):
 
     def _release_held_key(self) -> None:
         """Hand the oldest held key on once its screen is ready (or it waited too long)."""
-        if not self._held_keys or self._key_in_flight is not None or self._released:
+        if not self._held_keys or self._key_in_flight is not None:
             return
+        if self._released:
+            # The key handed on last is on its way back; one that never comes back (its
+            # message dropped) would hold the rest for good, so it is given up on after
+            # the bound a stuck screen gets.
+            if time.monotonic() - min(self._released.values()) < KEY_HOLD_LIMIT:
+                self._arm_release()
+                return
+            self._released.clear()
         if not self.ready_for_keys() and time.monotonic() - self._held_since < KEY_HOLD_LIMIT:
             self._arm_release()
             return
         event = self._held_keys.popleft()
         self._held_since = time.monotonic()
-        self._released.add(id(event))
-        self.post_message(event)
+        self._released[id(event)] = time.monotonic()
+        if not self.post_message(event):  # closing: it will not come back
+            self._released.pop(id(event), None)
 
     def action_help(self) -> None:
         """``?`` (or F1) on any screen: the keys of the screen on top."""

@@ -110,7 +110,10 @@ MAX_CONNECTIONS = 32
 
 
 def new_token() -> str:
-    return secrets.token_urlsafe(32)
+    """A run's control token: hex, so it never begins with '-' and reads as a value after
+    ``--token`` (a URL-safe token does one time in 64, and the command line took it for an
+    option)."""
+    return secrets.token_hex(32)
 
 
 def _version() -> str:

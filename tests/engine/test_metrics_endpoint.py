@@ -4,6 +4,7 @@ Prometheus server scraping a real run on the shared broker."""
 from __future__ import annotations
 
 import shutil
+import statistics
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,6 +129,18 @@ def _query(prometheus_url: str, promql: str) -> float | None:
     return float(result[0]["value"][1]) if result else None
 
 
+def _run_samples(prometheus_url: str, series: str, began: float, ended: float) -> list[float]:
+    """The values Prometheus scraped of ``series`` between two wall-clock moments."""
+    response = httpx.get(
+        f"{prometheus_url}/api/v1/query_range",
+        params={"query": series, "start": began, "end": ended, "step": 1},
+        timeout=5,
+    )
+    response.raise_for_status()
+    result = response.json()["data"]["result"]
+    return [float(value) for _, value in result[0]["values"]] if result else []
+
+
 def _wait_for(prometheus_url: str, promql: str, ok: object, seconds: float = 20) -> float | None:
     deadline = time.monotonic() + seconds
     value = _query(prometheus_url, promql)
@@ -165,8 +178,10 @@ async def test_prometheus_scrapes_a_real_run(
             spec, broker=Broker.parse(shared_uri), drain_seconds=3, cleanup=True
         )
         controller.add_listener(endpoint.observe)
+        began = time.time()
         await controller.start()
         summary = await controller.wait()
+        ended = time.time()
         assert summary.outcome == "completed", summary.errors
         published = summary.safety.published
         # the closing tick carries the final totals; wait for Prometheus to scrape them
@@ -176,8 +191,11 @@ async def test_prometheus_scrapes_a_real_run(
         assert running == 1
 
     window = "[2m]"
-    peak_rate = _query(prometheus_url, f"max_over_time(perftest_published{window})")
-    assert peak_rate is not None and peak_rate / spec.target_rate == pytest.approx(1, abs=0.35)
+    # the gauge is each second's rate: a publisher catching up after a late second peaks
+    # over the target (a busy run read 145.6 for 100), so the run's middle second is judged
+    sending = [v for v in _run_samples(prometheus_url, "perftest_published", began, ended) if v]
+    assert len(sending) >= 5, sending
+    assert statistics.median(sending) / spec.target_rate == pytest.approx(1, abs=0.35), sending
     consumed = _query(prometheus_url, f"max_over_time(perftest_consumed{window})")
     assert consumed is not None and consumed > 0
     p99 = _query(

@@ -61,7 +61,13 @@ async def settle(pilot: object, seconds: float = KEY_HOLD_LIMIT + 10.0) -> None:
         step = (len(app._held_keys), app._key_in_flight)
         if step != state:
             state, deadline = step, time.monotonic() + seconds
-    assert not busy, f"{len(app._held_keys)} typed keys still held after {seconds:.0f} s"
+    assert not busy, (
+        f"{len(app._held_keys)} typed keys still held after {seconds:.0f} s: in flight "
+        f"{app._key_in_flight!r}, handed on {len(app._released)}, timer "
+        f"{app._release_timer!r}, screen ready {app.ready_for_keys()}, held for "
+        f"{time.monotonic() - app._held_since:.1f} s, the screen's queue "
+        f"{[type(m).__name__ for m in app.screen._message_queue.values][:20]}"
+    )
 
 
 async def test_change_typed_in_one_burst_reaches_the_prompt() -> None:
