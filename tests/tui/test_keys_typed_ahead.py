@@ -96,6 +96,26 @@ async def test_two_bursts_keep_their_order_across_screens() -> None:
         ]
 
 
+async def test_a_key_handed_on_that_never_comes_back_holds_the_rest_only_so_long() -> None:
+    """A key handed on whose message is lost must not hold the keys typed after it for
+    good: past KEY_HOLD_LIMIT it is given up on and the next goes on (the rest of a burst
+    once waited behind such a key until the operator gave up)."""
+    fake = FakeControl()
+    app = FlowdeckApp(control=fake)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await started(pilot, fake)
+        lost = events.Key("x", "x")
+        app._released[id(lost)] = time.monotonic() - 1.0  # handed on a second ago
+        burst(app, "=", *"inflight=1", "enter")
+        await pilot.pause(1.0)
+        # "=" found nothing held and went on; the eleven after it wait behind the lost key
+        assert len(app._held_keys) == 11 and fake.requests == []
+        app._released[id(lost)] = time.monotonic() - KEY_HOLD_LIMIT - 1.0  # past it
+        await settle(pilot)
+        assert fake.requests == [Change(Setting.INFLIGHT, 1)]
+        assert not app._released
+
+
 @pytest.mark.slow
 async def test_prompt_history_walks_back_with_up() -> None:
     fake = FakeControl()
