@@ -25,6 +25,8 @@ from flowdeck.engine.progress import RunSummary, Tick
 from flowdeck.engine.recording.reader import open_session
 from flowdeck.engine.run_recording import RunRecording
 from flowdeck.engine.spec import RunSpec
+from flowdeck.engine.topology import CONNECT_TIMEOUT
+from flowdeck.engine.worker import RECONNECT_LONGEST
 from tests.engine.updates import collect_updates
 from tests.private_nodes import PrivateNodes
 
@@ -120,9 +122,13 @@ async def test_node_killed_mid_run_loses_no_confirmed_message_of_a_quorum_queue(
     ]
     ended = next(e for e in events if e.kind is EventKind.OUTAGE_ENDED)
     assert ended.detail["recovered"] is True
-    # The outage as the clients saw it is at least the node's down time minus its boot
-    # tail (clients reconnect as soon as AMQP listens, before management is up).
-    assert 0 < ended.detail["seconds"] <= down + 10
+    # The clients are back within the node's down time plus what the reconnect rules allow
+    # past it: an attempt begun while the booted node was still slow to answer may run its
+    # whole connect timeout, and the next comes after at most the longest back-off (with
+    # its 20 % jitter). A fixed 10 s past the node's return failed beside the CPU hog
+    # (25.3 s for a node down 10.5 s); these bounds are the product's own.
+    allowed = down + CONNECT_TIMEOUT + RECONNECT_LONGEST * 1.2 + 1.0
+    assert 0 < ended.detail["seconds"] <= allowed, (ended.detail, round(down, 1))
     # Publishing carried on after the outage, with the counters continuing.
     after = [t for t in ticks if t.at > ended.at + 2]
     assert after and max(t.publish_rate for t in after) > 0
