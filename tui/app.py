@@ -200,8 +200,7 @@ class FlowdeckApp(App[None]):
             if event is self._key_in_flight:
                 self._key_landed()
             return
-        released = id(event) in self._released
-        self._released.pop(id(event), None)
+        released = self._released.pop(id(event), None) is not None
         if not released and (
             self._key_in_flight is not None or self._held_keys or not self.ready_for_keys()
         ):
@@ -270,8 +269,7 @@ class FlowdeckApp(App[None]):
             self._arm_release()
             return
         event = self._held_keys.popleft()
-        self._held_since = time.monotonic()
-        self._released[id(event)] = time.monotonic()
+        self._held_since = self._released[id(event)] = time.monotonic()
         if not self.post_message(event):  # closing: it will not come back
             self._released.pop(id(event), None)
 
